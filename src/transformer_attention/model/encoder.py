@@ -1,0 +1,91 @@
+"""Transformer encoder layer and stack, post-norm (original Transformer) or pre-norm.
+
+Shapes: B batch, T tokens, D d_model, H heads. Masks: True = attend.
+Submodule names follow torch.nn.TransformerEncoderLayer so weights copy across one to one.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import MultiHeadAttention
+
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+class TransformerEncoderLayer(nn.Module):
+    """Self-attention block then feed-forward block, each with a residual and a LayerNorm."""
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dim_feedforward: int,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+        attention_dropout: float | None = None,
+        attention_impl: str = "math",
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation={activation!r}: expected one of {sorted(ACTIVATIONS)}")
+        attn_p = dropout if attention_dropout is None else attention_dropout
+        self.self_attn = MultiHeadAttention(d_model, num_heads, attn_p, attention_impl=attention_impl)
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(dropout)  # inside the feed-forward block
+        self.dropout1 = nn.Dropout(dropout)  # on the attention block's output
+        self.dropout2 = nn.Dropout(dropout)  # on the feed-forward block's output
+        self.activation = ACTIVATIONS[activation]
+        self.norm_first = norm_first
+
+    def _sa_block(self, x: torch.Tensor, mask: torch.Tensor | None, need_weights: bool):
+        out, weights = self.self_attn(x, x, x, mask=mask, need_weights=need_weights)
+        return self.dropout1(out), weights
+
+    def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def forward(
+        self, src: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """src (B, T, D) -> (B, T, D), and weights (B, H, T, T) when asked."""
+        x = src
+        if self.norm_first:
+            sa, weights = self._sa_block(self.norm1(x), mask, need_weights)
+            x = x + sa
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            sa, weights = self._sa_block(x, mask, need_weights)
+            x = self.norm1(x + sa)
+            x = self.norm2(x + self._ff_block(x))
+        return x, weights
+
+
+class TransformerEncoder(nn.Module):
+    """A stack of `num_layers` copies of `encoder_layer`, with a final LayerNorm for pre-norm."""
+
+    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: nn.Module | None = None):
+        super().__init__()
+        self.layers = nn.ModuleList(copy.deepcopy(encoder_layer) for _ in range(num_layers))
+        self.norm = norm
+
+    def forward(
+        self, src: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        """src (B, T, D) -> (B, T, D), and one (B, H, T, T) weight tensor per layer when asked."""
+        x, attentions = src, []
+        for layer in self.layers:
+            x, weights = layer(x, mask=mask, need_weights=need_weights)
+            attentions.append(weights)
+        if self.norm is not None:
+            x = self.norm(x)
+        return x, (attentions if need_weights else None)

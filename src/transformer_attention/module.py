@@ -1,0 +1,159 @@
+"""ClassifierModule: the LightningModule that trains a TransformerClassifier.
+
+Hooks in lifecycle order; one shared `model_step`; one torchmetrics object per split;
+metrics logged as `split/metric`. Plain arguments only, so `save_hyperparameters` makes a
+checkpoint that rebuilds the model (tokenizer and label names included) on its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torchmetrics import MaxMetric, MeanMetric, MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
+
+from .model import TransformerClassifier
+
+
+def _warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def warmup_cosine(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_fraction: float = 0.1, min_lr_ratio: float = 0.0
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warmup over `warmup_fraction` of the steps, then cosine decay to `min_lr_ratio` x lr."""
+    warmup = max(1, int(total_steps * warmup_fraction))
+    fn = functools.partial(_warmup_cosine, warmup_steps=warmup, total_steps=total_steps, min_lr_ratio=min_lr_ratio)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, fn)
+
+
+def _metrics(num_classes: int, prefix: str) -> MetricCollection:
+    return MetricCollection(
+        {
+            "acc": MulticlassAccuracy(num_classes, average="micro"),
+            "f1": MulticlassF1Score(num_classes, average="macro"),
+        },
+        prefix=prefix,
+    )
+
+
+class ClassifierModule(L.LightningModule):
+    """Cross-entropy training of a TransformerClassifier, AdamW + warmup/cosine by default."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        dim_feedforward: int = 128,
+        max_len: int = 512,
+        dropout: float = 0.1,
+        attention_dropout: float | None = None,
+        attention_impl: str = "math",
+        pooling: str = "cls",
+        pad_id: int = 0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        positional: str = "sinusoidal",
+        label_smoothing: float = 0.0,
+        optimizer: Any = None,
+        scheduler: Any = None,
+        tokenizer: str | None = None,
+        label_names: list[str] | None = None,
+    ) -> None:
+        super().__init__()
+        # optimizer / scheduler are partials from the config, not plain data a weights_only
+        # checkpoint can hold; the tokenizer (a large JSON string) travels in the checkpoint
+        # itself (on_save_checkpoint), not in hparams.yaml and TensorBoard's HPARAMS tab
+        self.save_hyperparameters(ignore=["optimizer", "scheduler", "tokenizer"])
+        self.tokenizer_json = tokenizer
+        self.optimizer_factory = optimizer
+        self.scheduler_factory = scheduler
+        self.net = TransformerClassifier(
+            vocab_size, num_classes, d_model, num_heads, num_layers, dim_feedforward, max_len, dropout,
+            pooling, pad_id, norm_first, attention_dropout, attention_impl, activation, positional,
+        )
+        self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
+        self.train_metrics = _metrics(num_classes, "train/")
+        self.val_metrics = _metrics(num_classes, "val/")
+        self.test_metrics = _metrics(num_classes, "test/")
+        self.val_acc_best = MaxMetric()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, need_weights: bool = False):
+        return self.net(input_ids, attention_mask, need_weights=need_weights)
+
+    def model_step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        logits = self.net(batch["input_ids"], batch["attention_mask"]).logits  # (B, C)
+        loss = F.cross_entropy(logits.float(), batch["labels"], label_smoothing=self.hparams.label_smoothing)
+        return loss, logits.argmax(dim=-1), batch["labels"]
+
+    # ---- fit -----------------------------------------------------------------------------
+    def on_train_start(self) -> None:
+        # a sanity check may have filled these: start the real run clean
+        self.val_loss.reset()
+        self.val_metrics.reset()
+        self.val_acc_best.reset()
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss, preds, labels = self.model_step(batch)
+        self.train_loss(loss)
+        self.train_metrics["acc"](preds, labels)
+        self.log("train/loss", self.train_loss, on_step=True, on_epoch=True, prog_bar=True)
+        self.log("train/acc", self.train_metrics["acc"], on_step=False, on_epoch=True, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        loss, preds, labels = self.model_step(batch)
+        self.val_loss(loss)
+        self.val_metrics(preds, labels)
+        self.log("val/loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
+        self.log_dict(self.val_metrics, on_step=False, on_epoch=True, prog_bar=True)
+
+    def on_validation_epoch_end(self) -> None:
+        self.val_acc_best(self.val_metrics["acc"].compute())
+        self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True, prog_bar=True)
+
+    # ---- test ----------------------------------------------------------------------------
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        loss, preds, labels = self.model_step(batch)
+        self.test_loss(loss)
+        self.test_metrics(preds, labels)
+        self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
+        self.log_dict(self.test_metrics, on_step=False, on_epoch=True)
+
+    # ---- checkpoints ---------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["tokenizer"] = self.tokenizer_json
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.tokenizer_json = checkpoint.get("tokenizer", self.tokenizer_json)
+
+    # ---- optimisation --------------------------------------------------------------------
+    def configure_optimizers(self) -> dict:
+        params = self._param_groups(self.optimizer_factory)
+        if self.optimizer_factory is None:
+            optimizer = torch.optim.AdamW(params, lr=1e-3)
+        else:
+            optimizer = self.optimizer_factory(params=params)
+        factory = self.scheduler_factory or warmup_cosine
+        scheduler = factory(optimizer, total_steps=int(self.trainer.estimated_stepping_batches))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _param_groups(self, factory: Any) -> list[dict]:
+        """No weight decay on biases, LayerNorms and embeddings (as in BERT / nanoGPT)."""
+        wd = getattr(factory, "keywords", {}).get("weight_decay", 0.01) if factory is not None else 0.01
+        decay, no_decay = [], []
+        for name, p in self.net.named_parameters():
+            (decay if p.dim() >= 2 and "embedding" not in name else no_decay).append(p)
+        return [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}]

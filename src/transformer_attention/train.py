@@ -1,0 +1,76 @@
+"""The training run: instantiate data, model, callbacks, logger and trainer; fit; test."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import lightning as L
+from hydra.utils import instantiate
+from lightning.pytorch.loggers import Logger
+from omegaconf import DictConfig, OmegaConf
+
+from .config import ConfigError, validate_config
+
+log = logging.getLogger(__name__)
+
+
+def instantiate_list(cfg: DictConfig | None) -> list[Any]:
+    """Instantiate every non-null `_target_` entry of a callbacks / logger group."""
+    if not cfg:
+        return []
+    return [instantiate(c) for c in cfg.values() if c is not None and "_target_" in c]
+
+
+def build(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
+    """Data first (the model's vocab size, classes and tokenizer come from it), then the rest."""
+    datamodule = instantiate(cfg.data, output_dir=cfg.paths.output_dir)
+    datamodule.setup("fit")
+    model = instantiate(
+        cfg.model,
+        vocab_size=datamodule.vocab_size,
+        num_classes=datamodule.num_classes,
+        pad_id=datamodule.pad_id,
+        tokenizer=datamodule.tokenizer_json(),
+        label_names=datamodule.label_names,
+    )
+    callbacks = instantiate_list(cfg.get("callbacks"))
+    loggers: list[Logger] = instantiate_list(cfg.get("logger"))
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    return datamodule, model, trainer
+
+
+def train(cfg: DictConfig) -> dict[str, float]:
+    """Fit and test as the config says; returns every logged metric as a float."""
+    validate_config(cfg)
+    if cfg.get("seed") is not None:
+        L.seed_everything(cfg.seed, workers=True)
+    datamodule, model, trainer = build(cfg)
+    for lg in trainer.loggers:
+        lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    if cfg.get("train", True):
+        trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    if cfg.get("test", True):
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        if not best:
+            log.warning("no best checkpoint: testing the weights as they are at the end of training")
+        trainer.test(model, datamodule=datamodule, ckpt_path=best or None)
+        metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
+    return metrics
+
+
+def main(cfg: DictConfig) -> float | None:
+    """Hydra task function: train, print the final metrics, return `optimized_metric` for sweepers."""
+    try:
+        metrics = train(cfg)
+    except ConfigError as err:
+        raise SystemExit(f"config error: {err}") from None
+    summary = "\n".join(f"  {k:<16} {v:.4f}" for k, v in sorted(metrics.items()))
+    print(f"final metrics ({cfg.paths.output_dir}):\n{summary}")
+    name = cfg.get("optimized_metric")
+    if name:
+        if name not in metrics:
+            raise SystemExit(f"optimized_metric={name!r} was not logged; logged metrics: {sorted(metrics)}")
+        return metrics[name]
+    return None
