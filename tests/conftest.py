@@ -1,0 +1,49 @@
+"""Shared fixtures: the repo root, a tiny-run override list, and a subprocess runner for the entry points."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+# a model and run small enough to train in seconds on 2 cores
+TINY = [
+    "model.d_model=16",
+    "model.num_heads=2",
+    "model.num_layers=1",
+    "model.dim_feedforward=32",
+    "data.toy_size=400",
+    "trainer.max_epochs=1",
+    "+trainer.enable_progress_bar=false",
+]
+
+
+def entry_env() -> dict[str, str]:
+    env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env.pop("PROJECT_ROOT", None)
+    return env
+
+
+def run_entry(script: str, *overrides: str, cwd: Path | None = None, timeout: int = 300, check: bool = True):
+    """Run `python <repo>/<script> overrides...` in a fresh process; returns the CompletedProcess."""
+    cmd = [sys.executable, str(ROOT / script), *overrides]
+    proc = subprocess.run(cmd, cwd=cwd or ROOT, env=entry_env(), capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+def run_dirs(log_dir: Path, task: str = "train") -> list[Path]:
+    """The run folders a `paths.log_dir=log_dir` run wrote, oldest first."""
+    return sorted((log_dir / task / "runs").iterdir())
+
+
+@pytest.fixture
+def tiny_overrides(tmp_path: Path) -> list[str]:
+    return [*TINY, f"paths.log_dir={tmp_path / 'outputs'}"]
