@@ -20,7 +20,7 @@ TINY = [
     "model.dim_feedforward=32",
     "data.toy_size=400",
     "trainer.max_epochs=1",
-    "+trainer.enable_progress_bar=false",
+    "trainer.enable_progress_bar=false",
 ]
 
 
