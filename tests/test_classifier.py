@@ -1,0 +1,102 @@
+"""TransformerClassifier: padding invariance, pooling, positions, and that it can learn."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer_attention.data import CLS_ID, PAD_ID, ReviewDataModule, collate
+from transformer_attention.model import ClassifierOutput, TransformerClassifier
+
+
+def make_model(**kw) -> TransformerClassifier:
+    torch.manual_seed(0)
+    args = dict(vocab_size=50, num_classes=3, d_model=16, num_heads=4, num_layers=2, dim_feedforward=32,
+                max_len=40, dropout=0.1)
+    args.update(kw)
+    return TransformerClassifier(**args).eval()
+
+
+def batch(lengths: list[int], T: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, 50, (len(lengths), T), generator=g)
+    ids[:, 0] = CLS_ID
+    for row, n in enumerate(lengths):
+        ids[row, n:] = PAD_ID
+    return ids
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_padding_does_not_change_logits(pooling: str, norm_first: bool):
+    model = make_model(pooling=pooling, norm_first=norm_first)
+    ids = batch([6, 3, 8], 8)
+    more = torch.cat([ids, torch.full((3, 12), PAD_ID)], dim=1)  # pad every row by 12 more
+    with torch.no_grad():
+        a = model(ids).logits
+        b = model(more).logits
+        c = model(ids[1:2, :3]).logits  # the short row alone, unpadded
+    assert (a - b).abs().max() <= 1e-6
+    assert (a[1] - c[0]).abs().max() <= 1e-6
+
+
+def test_output_is_a_named_tuple_with_per_layer_weights():
+    model = make_model(num_layers=3)
+    ids = batch([5, 2], 5)
+    logits, attns = model(ids, need_weights=True)
+    out = model(ids, need_weights=True)
+    assert isinstance(out, ClassifierOutput) and out.logits.shape == (2, 3)
+    assert len(attns) == 3 and all(a.shape == (2, 4, 5, 5) for a in attns)
+    assert all(torch.all(a[1, :, :, 2:] == 0) for a in attns)  # no weight on padding
+    assert model(ids).attentions is None
+
+
+def test_mean_pooling_ignores_padding_exactly():
+    model = make_model(pooling="mean")
+    ids = batch([4], 4)
+    with torch.no_grad():
+        padded = model(torch.cat([ids, torch.full((1, 3), PAD_ID)], 1)).logits
+        assert torch.allclose(model(ids).logits, padded, atol=1e-6)
+
+
+def test_positions_matter():
+    model = make_model()
+    ids = batch([6], 6)
+    swapped = ids.clone()
+    swapped[0, [2, 4]] = ids[0, [4, 2]]
+    with torch.no_grad():
+        assert (model(ids).logits - model(swapped).logits).abs().max() > 1e-4
+
+
+def test_too_long_input_is_a_clear_error():
+    model = make_model(max_len=8)
+    with pytest.raises(ValueError, match="max_len=8"):
+        model(batch([10], 10))
+
+
+def test_sinusoidal_table_matches_formula():
+    from transformer_attention.model import SinusoidalPositionalEncoding
+
+    pe = SinusoidalPositionalEncoding(6, max_len=10, dropout=0.0).pe
+    pos = 7  # dims 4 (sin) and 5 (cos) use frequency 10000^(-4/6)
+    torch.testing.assert_close(pe[pos, 4], torch.tensor(pos / 10000 ** (4 / 6)).sin())
+    torch.testing.assert_close(pe[pos, 5], torch.tensor(pos / 10000 ** (4 / 6)).cos())
+
+
+def test_overfits_one_batch():
+    dm = ReviewDataModule(name="toy", toy_size=200, batch_size=16, vocab_size=300, min_frequency=1)
+    dm.setup()
+    b = collate([dm.splits["train"][i] for i in range(16)])
+    torch.manual_seed(0)
+    model = TransformerClassifier(dm.vocab_size, dm.num_classes, d_model=32, num_heads=4, num_layers=2,
+                                  dim_feedforward=64, dropout=0.0).train()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(150):
+        loss = F.cross_entropy(model(b["input_ids"], b["attention_mask"]).logits, b["labels"])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        preds = model.eval()(b["input_ids"], b["attention_mask"]).logits.argmax(-1)
+    assert torch.equal(preds, b["labels"])
