@@ -1,0 +1,88 @@
+"""Linear baselines on the same splits as the transformer: TF-IDF + logistic regression.
+
+    python benchmarks/baselines.py [--data-root ../shared/data] [--json benchmarks/results/baselines.json]
+
+Prints a table (dataset, features, validation and test accuracy, fit seconds) and writes JSON.
+The regularisation strength C is picked on the validation split (carved from train with the
+same seed and fraction as the data module when the dataset has none), never on test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_splits(folder: Path, val_fraction: float = 0.1, seed: int = 42) -> dict[str, pd.DataFrame]:
+    splits = {p.stem: pd.read_parquet(p) for p in folder.glob("*.parquet")}
+    if "validation" not in splits:
+        # the data module's carve: a seeded permutation of train (torch.randperm), first val_fraction
+        import torch
+
+        train = splits["train"]
+        perm = torch.randperm(len(train), generator=torch.Generator().manual_seed(seed)).tolist()
+        n_val = max(1, int(len(perm) * val_fraction))
+        splits["validation"] = train.iloc[sorted(perm[:n_val])]
+        splits["train"] = train.iloc[sorted(perm[n_val:])]
+    return splits
+
+
+def clean(texts: pd.Series) -> list[str]:
+    return texts.str.replace(r"<br\s*/?>", " ", regex=True).tolist()
+
+
+def run(name: str, splits: dict[str, pd.DataFrame], ngram: int) -> dict:
+    start = time.perf_counter()
+    vec = TfidfVectorizer(ngram_range=(1, ngram), min_df=2, max_df=0.9, sublinear_tf=True, lowercase=True)
+    x_train = vec.fit_transform(clean(splits["train"]["text"]))
+    x_val, x_test = (vec.transform(clean(splits[s]["text"])) for s in ("validation", "test"))
+    y_train, y_val, y_test = (splits[s]["label"].to_numpy() for s in ("train", "validation", "test"))
+    best = None
+    for c in (0.5, 1.0, 2.0, 4.0, 8.0, 16.0):
+        clf = LogisticRegression(C=c, max_iter=2000).fit(x_train, y_train)
+        val = float(np.mean(clf.predict(x_val) == y_val))
+        if best is None or val > best[0]:
+            best = (val, c, clf)
+    val, c, clf = best
+    test = float(np.mean(clf.predict(x_test) == y_test))
+    return {
+        "dataset": name,
+        "features": f"tfidf 1-{ngram}gram",
+        "C": c,
+        "val_acc": round(val, 4),
+        "test_acc": round(test, 4),
+        "seconds": round(time.perf_counter() - start, 1),
+        "train_rows": int(x_train.shape[0]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--datasets", nargs="+", default=["rotten_tomatoes", "imdb"])
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "baselines.json")
+    args = parser.parse_args()
+    rows = []
+    for name in args.datasets:
+        splits = load_splits(args.data_root / name)
+        for ngram in (1, 2):
+            rows.append(run(name, splits, ngram))
+            r = rows[-1]
+            print(f"{r['dataset']:<16} {r['features']:<16} C={r['C']:<5} val {r['val_acc']:.4f}  "
+                  f"test {r['test_acc']:.4f}  ({r['seconds']} s)", flush=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
