@@ -1,0 +1,150 @@
+"""Attention heatmaps and confusion matrices as matplotlib Figures.
+
+Figures are built on `matplotlib.figure.Figure` with an Agg canvas, never through pyplot, so
+nothing here changes the backend of a notebook or GUI session that imports it. In a notebook a
+returned Figure displays itself; `figure_to_array` gives the HWC uint8 image TensorBoard's
+`add_image(..., dataformats="HWC")` wants; `save_attention_png` writes a PNG file.
+
+Heatmaps: rows are queries, columns keys (the tutorials' `weights[q, k]`), one shared colour
+scale from 0 to the largest weight shown, so heads are comparable and bright means attended.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+CMAP = "viridis"  # perceptually uniform, brightness rises with the value
+MAX_TOKENS = 40  # longer texts are cut to their first MAX_TOKENS tokens: labels stay readable
+MIN_PANEL_INCHES = 2.6
+DPI = 90
+
+
+def _as_numpy(weights: np.ndarray | torch.Tensor) -> np.ndarray:
+    if isinstance(weights, torch.Tensor):
+        weights = weights.detach().float().cpu().numpy()
+    return np.asarray(weights, dtype=np.float32)
+
+
+def attention_window(
+    tokens: Sequence[str], weights: np.ndarray | torch.Tensor, max_tokens: int | None = MAX_TOKENS
+) -> tuple[list[str], np.ndarray]:
+    """Check shapes and cut `tokens` and the (T, T) or (H, T, T) `weights` to the first `max_tokens`."""
+    w = _as_numpy(weights)
+    if w.ndim not in (2, 3) or w.shape[-1] != w.shape[-2]:
+        raise ValueError(f"attention weights must be (T, T) or (H, T, T), got shape {tuple(w.shape)}")
+    if w.shape[-1] != len(tokens):
+        raise ValueError(
+            f"{len(tokens)} tokens for a {w.shape[-1]} x {w.shape[-1]} attention map: strip padding from the "
+            "weights (weights[..., :n, :n]) or pass one token per position"
+        )
+    n = len(tokens) if max_tokens is None else min(len(tokens), max_tokens)
+    return list(tokens[:n]), w[..., :n, :n]
+
+
+def plot_attention(
+    tokens: Sequence[str],
+    weights: np.ndarray | torch.Tensor,
+    title: str | None = None,
+    *,
+    max_tokens: int | None = MAX_TOKENS,
+    panel_titles: Sequence[str] | None = None,
+    ncols: int = 4,
+) -> Figure:
+    """A heatmap of one (T, T) attention map, or a grid of one panel per head for (H, T, T).
+
+    `tokens` label both axes (queries down, keys across); texts longer than `max_tokens` are cut
+    to their first `max_tokens` tokens and the title says so. Strip padding before calling.
+    """
+    shown, w = attention_window(tokens, weights, max_tokens)
+    maps = w[None] if w.ndim == 2 else w  # (H, n, n)
+    H, n = maps.shape[0], maps.shape[-1]
+    if panel_titles is None:
+        panel_titles = [f"head {h}" for h in range(H)] if w.ndim == 3 else [""]
+    if len(panel_titles) != H:
+        raise ValueError(f"{len(panel_titles)} panel titles for {H} attention maps")
+    if n < len(tokens):
+        cut = f"first {n} of {len(tokens)} tokens"
+        title = f"{title}  ({cut})" if title else cut
+
+    cols = min(ncols, H)
+    rows = math.ceil(H / cols)
+    cell, fontsize = (0.24, 8) if n <= 24 else (0.16, 6)  # inches per query x key cell, tick label size
+    panel = max(MIN_PANEL_INCHES, cell * n + 1.2)  # + room for the tick labels
+    fig = Figure(figsize=(cols * panel + 1.2, rows * panel + (0.6 if title else 0.2)), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)  # attach an Agg canvas: drawing works without pyplot
+    axes = fig.subplots(rows, cols, squeeze=False)
+    vmax = float(maps.max()) if maps.size and maps.max() > 0 else 1.0
+    image = None
+    for h, ax in enumerate(axes.flat):
+        if h >= H:
+            ax.set_axis_off()
+            continue
+        image = ax.imshow(maps[h], cmap=CMAP, vmin=0.0, vmax=vmax, interpolation="nearest", aspect="equal")
+        ax.set_xticks(range(n), shown, rotation=90, fontsize=fontsize)
+        ax.set_yticks(range(n), shown, fontsize=fontsize)
+        ax.tick_params(length=0)
+        if panel_titles[h]:
+            ax.set_title(panel_titles[h], fontsize=9)
+    fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def plot_confusion_matrix(
+    matrix: np.ndarray | torch.Tensor, label_names: Sequence[str], title: str | None = None
+) -> Figure:
+    """Counts of (true row, predicted column), each cell annotated, rows normalised for the colour."""
+    m = _as_numpy(matrix)
+    C = len(label_names)
+    if m.shape != (C, C):
+        raise ValueError(f"confusion matrix of shape {tuple(m.shape)} for {C} label names")
+    recall = m / np.clip(m.sum(axis=1, keepdims=True), 1, None)  # colour: fraction of each true class
+    size = max(3.2, 0.6 * C + 1.8)
+    fig = Figure(figsize=(size + 0.8, size), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    image = ax.imshow(recall, cmap="Blues", vmin=0.0, vmax=1.0)
+    names = list(label_names)
+    ax.set_xticks(range(C), names, rotation=45, ha="right")
+    ax.set_yticks(range(C), names)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    if C <= 20:
+        for i in range(C):
+            for j in range(C):
+                color = "white" if recall[i, j] > 0.5 else "black"
+                ax.text(j, i, f"{int(m[i, j])}", ha="center", va="center", color=color, fontsize=9)
+    fig.colorbar(image, ax=ax, shrink=0.8, label="fraction of true class")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return fig
+
+
+def figure_to_array(fig: Figure) -> np.ndarray:
+    """Render `fig` to an (H, W, 3) uint8 RGB array, for `add_image(..., dataformats="HWC")`."""
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()  # (H, W, 3)
+
+
+def save_attention_png(
+    path: str | Path,
+    tokens: Sequence[str],
+    weights: np.ndarray | torch.Tensor,
+    title: str | None = None,
+    **kwargs,
+) -> Path:
+    """`plot_attention(tokens, weights, title, **kwargs)` written to `path` as a PNG; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = plot_attention(tokens, weights, title, **kwargs)
+    fig.savefig(path, format="png")
+    return path
