@@ -3,17 +3,29 @@
 Every batch, whatever the dataset, is
 `{"input_ids": (B, T) long, "attention_mask": (B, T) bool (True = real token), "labels": (B,) long}`
 with T the longest row of that batch (never padded to max_length).
+
+Set-up order: load and check the raw splits (sources.py, labels.py), drop empty texts, carve a
+validation split if there is none, scrub PII, train (or reuse) the tokenizer on train only, tokenize.
+The tokenizer and the tokenized splits are cached under `cache_dir`, keyed by the texts and settings.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, RandomSampler
 
+from . import cache
+from .labels import labels_to_ids
+from .pii import scrub_pii
+from .sampler import BucketBatchSampler
+from .sources import DataError, load_columns
 from .tokenizer import PAD_ID, encode, load_tokenizer, save_tokenizer, train_tokenizer
 from .toy import LABEL_NAMES as TOY_LABEL_NAMES
 from .toy import make_toy_splits
@@ -22,10 +34,11 @@ log = logging.getLogger(__name__)
 
 
 class EncodedDataset(Dataset):
-    """Token id lists and integer labels, one example per index."""
+    """Token ids (one int array or list per example), integer labels, and the texts they came from."""
 
-    def __init__(self, ids: list[list[int]], labels: list[int], texts: list[str] | None = None) -> None:
+    def __init__(self, ids: Sequence[Sequence[int]], labels: list[int], texts: list[str] | None = None) -> None:
         self.ids, self.labels, self.texts = ids, labels, texts
+        self.lengths = np.array([len(row) for row in ids], dtype=np.int64)  # for length bucketing
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -47,88 +60,163 @@ def collate(examples: list[dict], pad_id: int = PAD_ID) -> dict[str, torch.Tenso
 
 
 class ReviewDataModule(L.LightningDataModule):
-    """Loads `name` ("toy", or a dataset for `datasets.load_dataset`), trains a tokenizer on the
-    train split only (unless `tokenizer` is given, e.g. from a checkpoint), and serves batches."""
+    """Loads `name` ("toy", a Hugging Face hub name) or local data (`path`, `data_files`), trains a tokenizer
+    on the train split only (unless `tokenizer` is given, e.g. from a checkpoint), and serves batches.
+
+    Empty or whitespace-only texts are dropped, counted and logged (a warning), not an error; a split that
+    is left with nothing is a DataError. Label ids and names: see labels.py.
+    """
 
     def __init__(
         self,
         name: str = "toy",
         path: str | None = None,
-        data_files: dict | str | None = None,
+        data_files: dict | str | list | None = None,
         text_column: str = "text",
         label_column: str = "label",
+        split_names: dict[str, str | None] | None = None,
         max_length: int = 128,
         batch_size: int = 32,
         eval_batch_size: int | None = None,
+        bucket_by_length: bool = False,
         vocab_size: int = 8000,
         min_frequency: int = 2,
         val_fraction: float = 0.1,
+        split_seed: int = 0,
         seed: int = 0,
         num_workers: int = 0,
         toy_size: int = 4000,
+        scrub_pii: bool = False,
+        num_classes: int | None = None,
+        cache_dir: str | None = None,
         tokenizer: str | None = None,
         label_names: list[str] | None = None,
         output_dir: str | None = None,
     ) -> None:
         super().__init__()
         if max_length < 2:
-            raise ValueError(f"data.max_length={max_length}: needs at least 2 (the [CLS] token and one word)")
+            raise DataError(f"data.max_length={max_length}: needs at least 2 (the [CLS] token and one word)")
         self.name, self.path, self.data_files = name, path, data_files
-        self.text_column, self.label_column = text_column, label_column
+        self.text_column, self.label_column, self.split_names = text_column, label_column, split_names
         self.max_length, self.batch_size = max_length, batch_size
         self.eval_batch_size = eval_batch_size or batch_size
+        self.bucket_by_length = bucket_by_length
         self.vocab_size_target, self.min_frequency = vocab_size, min_frequency
-        self.val_fraction, self.seed, self.num_workers = val_fraction, seed, num_workers
-        self.toy_size = toy_size
+        self.val_fraction, self.split_seed, self.seed = val_fraction, split_seed, seed
+        self.num_workers, self.toy_size = num_workers, toy_size
+        self.scrub_pii, self.num_classes_target = scrub_pii, num_classes
+        self.cache_dir, self.output_dir = cache_dir, output_dir
         self.tokenizer = load_tokenizer(tokenizer) if tokenizer else None
         self.label_names = list(label_names) if label_names else None
-        self.output_dir = output_dir
+        self.raw: dict[str, dict[str, list]] = {}  # checked, scrubbed texts and label ids per split
         self.splits: dict[str, EncodedDataset] = {}
 
     # ---- loading -------------------------------------------------------------------------
     def _load_raw(self) -> dict[str, dict[str, list]]:
-        """Raw splits as {"train"|"validation"|"test": {"text": [...], "label": [...]}}."""
-        if self.name == "toy":
-            self.label_names = self.label_names or list(TOY_LABEL_NAMES)
-            return make_toy_splits(self.toy_size, seed=self.seed, val_fraction=0.1, test_fraction=0.1)
-        import datasets
-
-        ds = datasets.load_dataset(self.path or self.name, data_files=self.data_files)
-        raw = {
-            split: {"text": list(d[self.text_column]), "label": list(d[self.label_column])}
-            for split, d in ds.items()
-        }
+        """Checked raw splits as {"train"|"validation"|"test": {"text": [...], "label": [ids]}}."""
+        if self.name == "toy" and not (self.path or self.data_files):
+            raw, class_names = make_toy_splits(self.toy_size, seed=self.seed, val_fraction=0.1), TOY_LABEL_NAMES
+        else:
+            raw, class_names = load_columns(
+                self.name, self.path, self.data_files, self.text_column, self.label_column, self.split_names
+            )
+        for split in list(raw):
+            raw[split] = self._drop_empty(split, raw[split])
+        labels = {split: cols["label"] for split, cols in raw.items()}
+        ids, self.label_names = labels_to_ids(labels, self.label_names, self.num_classes_target, class_names)
+        for split, cols in raw.items():
+            cols["label"] = ids[split]
         if "validation" not in raw:
             raw["validation"] = self._carve_validation(raw["train"])
+        if self.scrub_pii:
+            for split, cols in raw.items():
+                cols["text"], counts = scrub_pii(cols["text"])
+                log.info("scrub_pii %s: replaced %s", split, dict(counts))
         return raw
 
+    def _drop_empty(self, split: str, cols: dict[str, list]) -> dict[str, list]:
+        texts = cols["text"]
+        bad = next((t for t in texts if t is not None and not isinstance(t, str)), None)
+        if bad is not None:
+            raise DataError(
+                f"data.text_column={self.text_column!r} holds {type(bad).__name__} values ({bad!r}) in split "
+                f"{split!r}, not strings; set data.text_column to the column with the review text"
+            )
+        keep = [i for i, t in enumerate(texts) if t is not None and t.strip()]
+        if len(keep) < len(texts):
+            dropped = len(texts) - len(keep)
+            log.warning("split %r: dropped %d empty or whitespace-only texts of %d", split, dropped, len(texts))
+            if not keep:
+                raise DataError(f"split {split!r} has no non-empty text in data.text_column={self.text_column!r}")
+            cols = {k: [v[i] for i in keep] for k, v in cols.items()}
+        return cols
+
     def _carve_validation(self, train: dict[str, list]) -> dict[str, list]:
-        """Move a seeded `val_fraction` of train into a validation split (in place)."""
-        g = torch.Generator().manual_seed(self.seed)
+        """Move a `val_fraction` of train, drawn with `split_seed`, into a validation split (in place)."""
+        if not 0 < self.val_fraction < 1:
+            raise DataError(
+                f"data.val_fraction={self.val_fraction}: the data has no validation split, so carving "
+                f"one needs 0 < val_fraction < 1 (e.g. 0.1)"
+            )
+        g = torch.Generator().manual_seed(self.split_seed)
         perm = torch.randperm(len(train["text"]), generator=g).tolist()
         n_val = max(1, int(len(perm) * self.val_fraction))
+        if n_val >= len(perm):
+            raise DataError(f"data.val_fraction={self.val_fraction} of {len(perm)} train rows leaves none to train on")
         val_idx, train_idx = sorted(perm[:n_val]), sorted(perm[n_val:])
         val = {k: [v[i] for i in val_idx] for k, v in train.items()}
         for k, v in list(train.items()):
             train[k] = [v[i] for i in train_idx]
         return val
 
+    def _make_tokenizer(self) -> None:
+        """Train the tokenizer on the train texts, or take it from the cache; truncation at max_length."""
+        texts = self.raw["train"]["text"]
+        key = cache.fingerprint("tokenizer", self.vocab_size_target, self.min_frequency, self.scrub_pii, texts=texts)
+        tok = cache.load_tokenizer_cached(self.cache_dir, key) if self.cache_dir else None
+        if tok is None:
+            tok = train_tokenizer(texts, self.vocab_size_target, self.min_frequency, scrub_pii=self.scrub_pii)
+            if self.cache_dir:
+                cache.save_tokenizer_cached(self.cache_dir, key, tok)
+        self.tokenizer = tok
+
+    def _encode(self, split: str) -> EncodedDataset:
+        """Tokenize one split (or read it from the cache) into an EncodedDataset."""
+        if split not in self.raw:
+            hint = "run with test=false, or add a test file / data.split_names.test" if split == "test" else ""
+            raise DataError(f"the data has no {split!r} split (splits: {list(self.raw)}); {hint}")
+        texts, labels = self.raw[split]["text"], self.raw[split]["label"]
+        ids = None
+        if self.cache_dir:
+            key = cache.fingerprint("ids", self.tokenizer.to_str(), self.max_length, texts=texts)
+            ids = cache.load_ids(self.cache_dir, key)
+        if ids is None:
+            ids = encode(self.tokenizer, texts, self.max_length, desc=f"tokenizing {split}")
+            if self.cache_dir:
+                cache.save_ids(self.cache_dir, key, ids)
+        else:
+            log.info("data %s: %s split tokenized before, read from the cache %s", self.name, split, self.cache_dir)
+        return EncodedDataset(ids, labels, texts)
+
     # ---- lifecycle -----------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
-        if self.splits:
-            return
-        raw = self._load_raw()
-        if self.tokenizer is None:
-            self.tokenizer = train_tokenizer(raw["train"]["text"], self.vocab_size_target, self.min_frequency)
-        if self.output_dir:
-            save_tokenizer(self.tokenizer, Path(self.output_dir) / "tokenizer.json")
-        if self.label_names is None:
-            labels = sorted({y for split in raw.values() for y in split["label"]})
-            self.label_names = [str(y) for y in range(max(labels) + 1)]
-        for split, cols in raw.items():
-            ids = encode(self.tokenizer, cols["text"], self.max_length)
-            self.splits[split] = EncodedDataset(ids, [int(y) for y in cols["label"]], cols["text"])
-        log.info("data %s: %s, vocab %d", self.name, {k: len(v) for k, v in self.splits.items()}, self.vocab_size)
+        """Load, check and tokenize: all splits for "fit" (or None), only the one a test/validate/predict needs."""
+        if not self.raw:
+            self.raw = self._load_raw()
+            if self.tokenizer is None:
+                self._make_tokenizer()
+            # truncation is part of the tokenizer, so the saved one (and the checkpoint's) cuts like training did
+            self.tokenizer.no_padding()
+            self.tokenizer.enable_truncation(self.max_length)
+            if self.output_dir:
+                save_tokenizer(self.tokenizer, Path(self.output_dir) / "tokenizer.json")
+                (Path(self.output_dir) / "label_names.json").write_text(json.dumps(self.label_names) + "\n")
+            sizes = {k: len(v["text"]) for k, v in self.raw.items()}
+            log.info("data %s: %s, classes %s, vocab %d", self.name, sizes, self.label_names, self.vocab_size)
+        wanted = {"test": ["test"], "predict": ["test"], "validate": ["validation"]}.get(stage or "fit", list(self.raw))
+        for split in wanted:
+            if split not in self.splits and split in self.raw:
+                self.splits[split] = self._encode(split)
 
     # ---- what the model needs from the data ----------------------------------------------
     @property
@@ -147,21 +235,29 @@ class ReviewDataModule(L.LightningDataModule):
         return self.tokenizer.to_str()
 
     # ---- loaders -------------------------------------------------------------------------
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return DataLoader(
-            self.splits[split],
-            batch_size=self.batch_size if shuffle else self.eval_batch_size,
-            shuffle=shuffle,
-            collate_fn=collate,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
+    def _dataset(self, split: str) -> EncodedDataset:
+        if not self.raw:
+            self.setup(None)
+        if split not in self.splits:
+            self.splits[split] = self._encode(split)
+        return self.splits[split]
+
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        dataset = self._dataset(split)
+        common = {"collate_fn": collate, "num_workers": self.num_workers, "persistent_workers": self.num_workers > 0}
+        if train and self.bucket_by_length:
+            sampler = BucketBatchSampler(
+                RandomSampler(dataset), self.batch_size, drop_last=False, lengths=dataset.lengths, seed=self.seed
+            )
+            return DataLoader(dataset, batch_sampler=sampler, **common)
+        batch_size = self.batch_size if train else self.eval_batch_size
+        return DataLoader(dataset, batch_size=batch_size, shuffle=train, **common)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
+        return self._loader("train", train=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("validation", shuffle=False)
+        return self._loader("validation", train=False)
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
+        return self._loader("test", train=False)

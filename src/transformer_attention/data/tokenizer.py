@@ -2,28 +2,43 @@
 
 Special tokens: [PAD] = 0, [UNK] = 1, [CLS] = 2; every encoding starts with [CLS], so the
 classifier can pool it. Text is lowercased, accents are stripped and IMDB's `<br />` is a space.
+With `scrub_pii`, the normalizer also replaces PII by placeholder tokens (special, never split), so the
+saved tokenizer scrubs whatever text it is given later, at predict time included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+import numpy as np
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tqdm import tqdm
+
+from .pii import PII_PATTERNS
 
 PAD, UNK, CLS = "[PAD]", "[UNK]", "[CLS]"
 SPECIAL_TOKENS = [PAD, UNK, CLS]  # ids 0, 1, 2
 PAD_ID, UNK_ID, CLS_ID = 0, 1, 2
+PROGRESS_MIN_TEXTS = 10_000  # show a progress bar when encoding at least this many texts
+ENCODE_CHUNK = 2_000
 
 
 def train_tokenizer(
-    texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2, extra_special_tokens: list[str] | None = None
+    texts: Sequence[str],
+    vocab_size: int = 8000,
+    min_frequency: int = 2,
+    extra_special_tokens: list[str] | None = None,
+    scrub_pii: bool = False,
 ) -> Tokenizer:
     """A lowercasing WordPiece tokenizer trained on `texts` (the train split only)."""
     tok = Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=100))
+    pii = [normalizers.Replace(Regex(pattern), token) for token, pattern in PII_PATTERNS.values()] if scrub_pii else []
+    # PII placeholders are put in before lowercasing, so "[EMAIL]" normalizes to the added token's own form
     tok.normalizer = normalizers.Sequence(
         [
             normalizers.Replace(Regex(r"<br\s*/?>"), " "),  # IMDB's line breaks
+            *pii,
             normalizers.NFD(),
             normalizers.Lowercase(),
             normalizers.StripAccents(),
@@ -31,11 +46,16 @@ def train_tokenizer(
     )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    special = SPECIAL_TOKENS + list(extra_special_tokens or [])
+    special: list[str | AddedToken] = [*SPECIAL_TOKENS, *(extra_special_tokens or [])]
+    if scrub_pii:  # normalized=True: matched after normalization, so never split into "[", "email", "]"
+        special += [AddedToken(token, special=True, normalized=True) for token, _ in PII_PATTERNS.values()]
     trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=special, show_progress=False
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=special,
+        show_progress=len(texts) >= PROGRESS_MIN_TEXTS,
     )
-    tok.train_from_iterator(texts, trainer=trainer)
+    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
     tok.post_processor = processors.TemplateProcessing(single=f"{CLS} $A", special_tokens=[(CLS, CLS_ID)])
     assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == [PAD_ID, UNK_ID, CLS_ID]
     return tok
@@ -56,8 +76,17 @@ def load_tokenizer(path_or_json: str | Path) -> Tokenizer:
     return Tokenizer.from_file(s)
 
 
-def encode(tok: Tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
-    """Batch-encode `texts` to id lists of at most `max_length` ids, [CLS] first, no padding."""
+def encode(tok: Tokenizer, texts: Sequence[str], max_length: int, desc: str = "tokenizing") -> list[np.ndarray]:
+    """Batch-encode `texts` to int32 id arrays of at most `max_length` ids, [CLS] first, no padding.
+
+    Chunked, so a progress bar can follow long inputs; each chunk is encoded in parallel by the Rust side.
+    """
     tok.no_padding()
     tok.enable_truncation(max_length)
-    return [e.ids for e in tok.encode_batch(texts)]
+    ids: list[np.ndarray] = []
+    with tqdm(total=len(texts), desc=desc, unit="text", disable=len(texts) < PROGRESS_MIN_TEXTS) as bar:
+        for start in range(0, len(texts), ENCODE_CHUNK):
+            chunk = list(texts[start : start + ENCODE_CHUNK])
+            ids.extend(np.asarray(e.ids, dtype=np.int32) for e in tok.encode_batch(chunk))
+            bar.update(len(chunk))
+    return ids

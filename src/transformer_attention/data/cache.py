@@ -1,0 +1,74 @@
+"""A disk cache for trained tokenizers and tokenized splits, so a second run on the same data skips both.
+
+Keys hash what the result depends on: the texts themselves (after PII scrubbing), and the tokenizer
+settings or the tokenizer's own JSON and `max_length`. A change to any of them is a new key, never a stale
+hit. Files are written to a temporary name and renamed, so runs sharing a cache never read half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+CACHE_VERSION = 1  # bump when tokenization code changes what the same inputs produce
+
+
+def fingerprint(*parts: object, texts: Sequence[str] = ()) -> str:
+    """A hex digest of `parts` (by repr) and every text in `texts`, in order."""
+    h = hashlib.sha256(repr((CACHE_VERSION, *parts)).encode())
+    for text in texts:
+        h.update(text.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def pack(rows: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ids as one flat int32 array and the (N + 1,) offsets of row starts."""
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=offsets[1:])
+    flat = np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
+    return flat, offsets
+
+
+def unpack(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
+    """The rows of a packed array, as views."""
+    return [flat[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        write(f)
+    os.replace(tmp, path)
+
+
+def load_ids(cache_dir: str | Path, key: str) -> list[np.ndarray] | None:
+    path = Path(cache_dir) / f"ids-{key}.npz"
+    if not path.exists():
+        return None
+    with np.load(path) as z:
+        return unpack(z["flat"], z["offsets"])
+
+
+def save_ids(cache_dir: str | Path, key: str, rows: Sequence[np.ndarray]) -> Path:
+    path = Path(cache_dir) / f"ids-{key}.npz"
+    flat, offsets = pack(rows)
+    _atomic_write(path, lambda f: np.savez(f, flat=flat, offsets=offsets))
+    return path
+
+
+def load_tokenizer_cached(cache_dir: str | Path, key: str) -> Tokenizer | None:
+    path = Path(cache_dir) / f"tokenizer-{key}.json"
+    return Tokenizer.from_file(str(path)) if path.exists() else None
+
+
+def save_tokenizer_cached(cache_dir: str | Path, key: str, tok: Tokenizer) -> Path:
+    path = Path(cache_dir) / f"tokenizer-{key}.json"
+    _atomic_write(path, lambda f: f.write(tok.to_str().encode()))
+    return path

@@ -1,0 +1,81 @@
+"""Labels to class ids: int labels are ids already, string labels map to their index in `label_names`.
+
+The names (sorted string labels, a ClassLabel feature's names, or "0", "1", ...) travel with the run and
+the checkpoint, so a prediction can say "positive", not 1. Anything that cannot be an id is a DataError
+naming the split, the row and the value.
+"""
+
+from __future__ import annotations
+
+import logging
+from numbers import Integral, Real
+
+from .sources import DataError
+
+log = logging.getLogger(__name__)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, Integral) or (isinstance(value, Real) and float(value).is_integer()):
+        return "int"
+    return type(value).__name__
+
+
+def labels_to_ids(
+    labels: dict[str, list],
+    label_names: list[str] | None = None,
+    num_classes: int | None = None,
+    class_names: list[str] | None = None,
+) -> tuple[dict[str, list[int]], list[str]]:
+    """`{split: raw labels}` -> (`{split: ids}`, label names). `label_names` (given, e.g. from a checkpoint)
+    wins over the data's `class_names`; `num_classes`, when set, must agree with both."""
+    first: dict[str, tuple[str, int, object]] = {}  # kind -> (split, row, value) of its first occurrence
+    for split, values in labels.items():
+        for row, value in enumerate(values):
+            kind = _kind(value) if value is not None else "missing"
+            first.setdefault(kind, (split, row, value))
+    bad = sorted(set(first) - {"str", "int"})
+    if bad:
+        split, row, value = first[bad[0]]
+        raise DataError(f"label {value!r} ({bad[0]}) in split {split!r}, row {row}: labels must be ints or strings")
+    if len(first) > 1:
+        (s1, r1, v1), (s2, r2, v2) = first["int"], first["str"]
+        raise DataError(
+            f"labels mix types: int {v1!r} (split {s1!r}, row {r1}) and str {v2!r} (split {s2!r}, row {r2}); "
+            f"make the label column all ints or all strings"
+        )
+    if "str" in first:
+        names = list(label_names) if label_names else sorted(set(labels["train"]))
+        index = {name: i for i, name in enumerate(names)}
+        for split, values in labels.items():
+            for row, value in enumerate(values):
+                if value not in index:
+                    where = "the given data.label_names" if label_names else "the train split's labels"
+                    raise DataError(f"label {value!r} in split {split!r}, row {row} is not among {where}: {names}")
+        ids = {split: [index[v] for v in values] for split, values in labels.items()}
+    else:
+        ids = {split: [int(v) for v in values] for split, values in labels.items()}
+        names = list(label_names or class_names or [])
+        if not names:
+            n = num_classes or 1 + max((max(v) for v in ids.values() if v), default=0)
+            names = [str(i) for i in range(n)]
+    if num_classes is not None and num_classes != len(names):
+        raise DataError(f"data.num_classes={num_classes} but the labels are {len(names)} classes: {names}")
+    _check_range(ids, len(names))
+    missing = sorted(set(range(len(names))) - set(ids["train"]))
+    if missing:
+        log.warning("classes %s (%s) have no training example", missing, [names[i] for i in missing])
+    return ids, names
+
+
+def _check_range(ids: dict[str, list[int]], n: int) -> None:
+    for split, values in ids.items():
+        for row, value in enumerate(values):
+            if not 0 <= value < n:
+                raise DataError(
+                    f"label {value} in split {split!r}, row {row} is outside [0, {n}) ({n} classes); "
+                    f"unlabelled splits (label -1) cannot be used: leave them out with data.split_names, "
+                    f"or set data.num_classes / data.label_names to cover every label"
+                )

@@ -1,0 +1,73 @@
+"""Length-bucketed batches: rows of similar length together, so little of a batch is padding.
+
+Each epoch: take the indices in the order the inner `sampler` gives (random for training), cut them into
+pools of `pool_batches` batches, sort each pool by length, cut the pool into batches, shuffle the order
+of all batches. Every index the sampler yields lands in exactly one batch, and a new epoch gives a new
+order (the inner sampler reshuffles, and the batch order is drawn from `seed` + the epoch number).
+
+Distributed runs: Lightning (`trainer.use_distributed_sampler=true`, the default) rebuilds this batch
+sampler around a `DistributedSampler`, passed as `sampler`, so each rank buckets its own shard and
+Lightning's `set_epoch` reaches that sampler. Nothing to configure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import torch
+from torch.utils.data import BatchSampler, Sampler
+
+
+def _lengths_of(sampler: Sampler) -> Sequence[int]:
+    """The `lengths` of the dataset behind a RandomSampler / SequentialSampler / DistributedSampler."""
+    dataset = getattr(sampler, "data_source", getattr(sampler, "dataset", None))
+    lengths = getattr(dataset, "lengths", None)
+    if lengths is None:
+        raise TypeError(
+            f"BucketBatchSampler needs `lengths`, or a sampler over a dataset with a `lengths` attribute; "
+            f"got {type(sampler).__name__} over {type(dataset).__name__}"
+        )
+    return lengths
+
+
+class BucketBatchSampler(BatchSampler):
+    """Batches of indices drawn from `sampler`, grouped by `lengths[i]` within pools of `pool_batches`."""
+
+    def __init__(
+        self,
+        sampler: Sampler[int],
+        batch_size: int,
+        drop_last: bool = False,
+        lengths: Sequence[int] | None = None,
+        pool_batches: int = 50,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(sampler, batch_size, drop_last)
+        self.lengths = lengths if lengths is not None else _lengths_of(sampler)
+        self.pool_batches, self.seed, self.epoch = pool_batches, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Fix the epoch the next iteration shuffles batches for (it counts up on its own otherwise)."""
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = list(self.sampler)
+        pool_size = self.batch_size * self.pool_batches
+        batches: list[list[int]] = []
+        for start in range(0, len(order), pool_size):
+            pool = sorted(order[start : start + pool_size], key=self.lengths.__getitem__)
+            batches += [pool[i : i + self.batch_size] for i in range(0, len(pool), self.batch_size)]
+        if self.drop_last:
+            batches = [b for b in batches if len(b) == self.batch_size]
+        g = torch.Generator().manual_seed(self.seed + self.epoch)
+        self.epoch += 1
+        for i in torch.randperm(len(batches), generator=g).tolist():
+            yield batches[i]
+
+    def __len__(self) -> int:
+        n = len(self.sampler)  # type: ignore[arg-type]
+        pool_size = self.batch_size * self.pool_batches
+        full_pools, rest = divmod(n, pool_size)
+        if self.drop_last:
+            return full_pools * self.pool_batches + rest // self.batch_size
+        return full_pools * self.pool_batches + -(-rest // self.batch_size)

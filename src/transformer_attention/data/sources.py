@@ -1,0 +1,196 @@
+"""Where review data comes from: a Hugging Face hub name, local files named by split, or a save_to_disk folder.
+
+Everything goes through the `datasets` library and comes back as plain columns per split
+(`{"train": {"text": [...], "label": [...]}, ...}`), checked: a missing column, a missing train split or
+an unreadable file is a `DataError` that names the bad value and the fix, raised before any training.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# file names and hub split names that mean one of our three splits
+SPLIT_ALIASES = {
+    "train": "train",
+    "training": "train",
+    "validation": "validation",
+    "valid": "validation",
+    "val": "validation",
+    "dev": "validation",
+    "test": "test",
+    "testing": "test",
+}
+FORMATS = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}
+LOCAL_HINT = (
+    "point the config at local files instead: data.path=../shared/data/imdb (a folder of train/validation/test "
+    ".parquet, .csv or .json files, or a save_to_disk folder), or data.data_files='{train: train.csv, test: test.csv}'"
+)
+
+
+class DataError(ValueError):
+    """Data that cannot be trained on; the message names the bad value and how to fix it."""
+
+
+def load_columns(
+    name: str,
+    path: str | None,
+    data_files: Any,
+    text_column: str,
+    label_column: str,
+    split_names: dict[str, str | None] | None = None,
+) -> tuple[dict[str, dict[str, list]], list[str] | None]:
+    """Raw splits as `{split: {"text": [...], "label": [...]}}`, plus the label feature's class names if any."""
+    source, dsets = _load(name, path, data_files)
+    dsets = _our_splits(source, dsets, split_names)
+    raw, class_names = {}, None
+    for split, d in dsets.items():
+        for role, column in (("text", text_column), ("label", label_column)):
+            if column not in d.column_names:
+                raise DataError(
+                    f"data.{role}_column={column!r} is not a column of {source} (split {split!r}); "
+                    f"columns present: {d.column_names}. Set data.{role}_column to one of them."
+                )
+        names = getattr(d.features[label_column], "names", None)  # a ClassLabel feature knows its names
+        class_names = class_names or (list(names) if names else None)
+        cols = d.select_columns([text_column, label_column]).to_dict()
+        raw[split] = {"text": cols[text_column], "label": cols[label_column]}
+    return raw, class_names
+
+
+def _load(name: str, path: str | None, data_files: Any) -> tuple[str, dict]:
+    """(a description of the source for messages, the `datasets` splits as loaded)."""
+    if data_files:
+        base = Path(path) if path else None
+        if base is not None and not base.is_dir():
+            raise DataError(f"data.path={path!r} is not a folder, so it cannot be the base of data.data_files")
+        return _load_files(_resolve_data_files(data_files, base))
+    if path:
+        p = Path(path)
+        if not p.exists():
+            raise DataError(f"data.path={path!r} does not exist (relative paths start at {Path.cwd()})")
+        if p.is_file():
+            return _load_files({"train": [str(p)]})
+        if (p / "dataset_dict.json").exists() or (p / "state.json").exists():
+            return _load_disk(p)
+        return _load_files(_files_by_split(p))
+    if name in ("local", "", None):
+        raise DataError(f"data.name={name!r} needs data.path=<folder or file> or data.data_files=...; {LOCAL_HINT}")
+    return _load_hub(name)
+
+
+def _load_hub(name: str) -> tuple[str, dict]:
+    import datasets
+
+    try:
+        return f"data.name={name!r}", datasets.load_dataset(name)
+    except (ConnectionError, FileNotFoundError) as err:  # DatasetNotFoundError is a FileNotFoundError
+        flags = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
+        offline = any(os.environ.get(k, "").lower() in ("1", "true", "yes") for k in flags)
+        why = "offline mode is on (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE) and it is not cached" if offline else str(err)
+        raise DataError(
+            f"data.name={name!r} could not be loaded from the Hugging Face hub: {why}; {LOCAL_HINT}"
+        ) from err
+
+
+def _load_disk(folder: Path) -> tuple[str, dict]:
+    import datasets
+
+    source = f"data.path={str(folder)!r}"
+    try:
+        loaded = datasets.load_from_disk(str(folder))
+    except Exception as err:
+        raise DataError(f"{source}: cannot read this save_to_disk folder: {type(err).__name__}: {err}") from err
+    return source, loaded if isinstance(loaded, datasets.DatasetDict) else {"train": loaded}
+
+
+def _load_files(files: dict[str, list[str]]) -> tuple[str, dict]:
+    import datasets
+
+    source = f"files {files}"
+    formats = {FORMATS.get(Path(f).suffix.lower()) for fs in files.values() for f in fs}
+    if None in formats or len(formats) != 1:
+        raise DataError(f"{source}: give files of one format among {sorted(FORMATS)} (by extension)")
+    fmt = formats.pop()
+    kwargs = {"sep": "\t"} if all(f.lower().endswith(".tsv") for fs in files.values() for f in fs) else {}
+    try:
+        return source, datasets.load_dataset(fmt, data_files=files, **kwargs)
+    except Exception as err:
+        raise DataError(f"cannot read {source} as {fmt}: {type(err).__name__}: {err}") from err
+
+
+def _resolve_data_files(data_files: Any, base: Path | None) -> dict[str, list[str]]:
+    """`data_files` (a path, a list, or {split: path or list}) as {split: [existing files]}."""
+    if isinstance(data_files, (str, os.PathLike)):
+        data_files = {"train": [data_files]}
+    elif not hasattr(data_files, "items"):
+        data_files = {"train": list(data_files)}
+    out: dict[str, list[str]] = {}
+    for split, value in data_files.items():
+        patterns = [value] if isinstance(value, (str, os.PathLike)) else list(value)
+        files: list[str] = []
+        for pattern in patterns:
+            full = str(base / pattern) if base is not None else str(pattern)
+            matched = sorted(glob.glob(full)) if glob.has_magic(full) else ([full] if Path(full).is_file() else [])
+            if not matched:
+                raise DataError(f"data.data_files.{split}={str(pattern)!r}: no such file ({full!r})")
+            files += matched
+        out[split] = files
+    return out
+
+
+def _files_by_split(folder: Path) -> dict[str, list[str]]:
+    """Data files under `folder` grouped by the split their name starts with (train-00000-of-00002.parquet)."""
+    files: dict[str, list[str]] = {}
+    found = []
+    for f in sorted(folder.rglob("*")):
+        if f.suffix.lower() not in FORMATS or any(part.startswith(".") for part in f.relative_to(folder).parts):
+            continue
+        found.append(str(f.relative_to(folder)))
+        word = re.match(r"[a-z]*", f.stem.lower()).group()
+        if word in SPLIT_ALIASES:
+            files.setdefault(word, []).append(str(f))
+    if not files:
+        raise DataError(
+            f"data.path={str(folder)!r} holds no data files named by split (found: {found or 'none'}); name them "
+            f"train.parquet, validation.parquet, test.parquet (or .csv, .tsv, .json, .jsonl), or set data.data_files"
+        )
+    return files
+
+
+def _our_splits(source: str, dsets: dict, split_names: dict[str, str | None] | None) -> dict:
+    """Rename the loaded splits to train / validation / test (by `split_names`, else by name)."""
+    available = list(dsets.keys())
+    if split_names:
+        out = {}
+        for ours, theirs in split_names.items():
+            if ours not in ("train", "validation", "test"):
+                raise DataError(f"data.split_names has key {ours!r}; keys are train, validation, test")
+            if theirs is None:
+                continue
+            if theirs not in dsets:
+                raise DataError(f"data.split_names.{ours}={theirs!r}: {source} has splits {available}")
+            out[ours] = dsets[theirs]
+    else:
+        out = {}
+        for theirs, d in dsets.items():
+            ours = SPLIT_ALIASES.get(theirs)
+            if ours is None:
+                log.info("%s: split %r is not train/validation/test, not used", source, theirs)
+            elif ours in out:
+                raise DataError(f"{source} has two {ours} splits among {available}; pick one with data.split_names")
+            else:
+                out[ours] = d
+    out = {split: out[split] for split in ("train", "validation", "test") if split in out}
+    if "train" not in out:
+        raise DataError(
+            f"{source} has no train split (splits: {available}); name a file train.*, "
+            f"or map one with data.split_names='{{train: <split>}}'"
+        )
+    return out
