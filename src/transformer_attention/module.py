@@ -125,12 +125,13 @@ class ClassifierModule(L.LightningModule):
         self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True, prog_bar=True)
 
     # ---- test ----------------------------------------------------------------------------
-    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
         loss, preds, labels = self.model_step(batch)
         self.test_loss(loss)
         self.test_metrics(preds, labels)
         self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
         self.log_dict(self.test_metrics, on_step=False, on_epoch=True)
+        return {"preds": preds, "labels": labels}  # for callbacks: the confusion matrix
 
     # ---- checkpoints ---------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

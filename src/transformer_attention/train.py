@@ -10,6 +10,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
+from .callbacks import HPARAM_METRICS, log_hyperparameters
 from .config import ConfigError, validate_config
 
 log = logging.getLogger(__name__)
@@ -46,8 +47,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
     datamodule, model, trainer = build(cfg)
-    for lg in trainer.loggers:
-        lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    config = OmegaConf.to_container(cfg, resolve=True)
+    log_hyperparameters(trainer.loggers, config, [*HPARAM_METRICS, cfg.get("optimized_metric")])
     if cfg.get("train", True):
         trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}

@@ -1,0 +1,214 @@
+"""callbacks: which examples, when, at what cost; the test report; the config switch; and, after a
+real toy training, attention maps that put visible weight on the negation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from conftest import ROOT
+from hydra import compose, initialize_config_dir
+from lightning.pytorch.loggers import TensorBoardLogger
+from sklearn.metrics import precision_recall_fscore_support
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from transformer_attention.callbacks import AttentionMapLogger, ClassificationReport, flatten_config, pick_examples
+from transformer_attention.data import ReviewDataModule
+from transformer_attention.module import ClassifierModule
+from transformer_attention.plotting import save_attention_png
+from transformer_attention.train import build, instantiate_list
+
+
+def events(log_dir: Path) -> EventAccumulator:
+    acc = EventAccumulator(str(log_dir), size_guidance={"images": 0, "scalars": 0, "tensors": 0})
+    acc.Reload()
+    return acc
+
+
+# ---- which examples ---------------------------------------------------------------------------
+def test_pick_examples_mixes_classes_and_lengths():
+    labels = [0] * 10 + [1] * 10
+    lengths = list(range(10, 0, -1)) + list(range(1, 11))  # class 0 stored long to short
+    picked = pick_examples(labels, lengths, 4)
+    assert [labels[i] for i in picked] == [0, 1, 0, 1]  # classes in turn
+    by_class = {c: [lengths[i] for i in picked if labels[i] == c] for c in (0, 1)}
+    assert by_class == {0: [3, 8], 1: [3, 8]}  # the middles of the short and the long half, short first
+    assert pick_examples(labels, lengths, 4) == picked  # deterministic
+
+
+def test_pick_examples_small_and_uneven_data():
+    assert sorted(pick_examples([0, 1, 1], [3, 4, 5], 10)) == [0, 1, 2]  # never more than there is, no repeats
+    picked = pick_examples([0, 1, 1, 1, 1], [1, 2, 3, 4, 5], 3)
+    assert len(set(picked)) == 3 and 0 in picked  # the rare class is not skipped
+    assert [c for c in map([0, 1, 2, 0, 1, 2].__getitem__, pick_examples([0, 1, 2] * 2, [1] * 6, 2))] == [0, 1]
+
+
+def test_flatten_config_for_hparams():
+    flat = flatten_config({"model": {"d_model": 64, "opt": {"lr": 1e-3}}, "tags": [], "ckpt": None, "x": {}, "t": True})
+    assert flat == {"model.d_model": 64, "model.opt.lr": 1e-3, "tags": "[]", "ckpt": "None", "x": "{}", "t": "True"}
+
+
+def test_nothing_to_show_is_an_error():
+    with pytest.raises(ValueError, match="callbacks.attention_maps=null"):
+        AttentionMapLogger(num_examples=0)
+    with pytest.raises(ValueError, match="every_n_epochs"):
+        AttentionMapLogger(every_n_epochs=0)
+
+
+# ---- a real fit, in process --------------------------------------------------------------------
+def tiny(tmp_path: Path, callbacks: list, max_epochs: int) -> tuple[ReviewDataModule, ClassifierModule, L.Trainer]:
+    L.seed_everything(0)
+    dm = ReviewDataModule(name="toy", toy_size=300, max_length=32, batch_size=64, vocab_size=500, min_frequency=1)
+    dm.setup("fit")
+    module = ClassifierModule(
+        vocab_size=dm.vocab_size, num_classes=dm.num_classes, d_model=16, num_heads=2, num_layers=2,
+        dim_feedforward=32, dropout=0.1, tokenizer=dm.tokenizer_json(), label_names=dm.label_names,
+    )
+    trainer = L.Trainer(
+        max_epochs=max_epochs, accelerator="cpu", logger=TensorBoardLogger(tmp_path, name=None, version=""),
+        callbacks=callbacks, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        num_sanity_val_steps=1, log_every_n_steps=1,
+    )
+    return dm, module, trainer
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """2 epochs, maps every 2nd validation epoch: validation 0 is logged, then the end of fit."""
+    tmp = tmp_path_factory.mktemp("fit")
+    maps = AttentionMapLogger(num_examples=3, every_n_epochs=2, texts=["the plot is not good"])
+    dm, module, trainer = tiny(tmp, [maps, ClassificationReport()], max_epochs=2)
+    calls = []
+    forward = module.forward
+
+    def spy(input_ids, attention_mask=None, need_weights=False):
+        if need_weights:
+            modes = {m.training for m in module.modules()}
+            calls.append((input_ids.shape[0], modes, torch.is_grad_enabled(), trainer.sanity_checking))
+        return forward(input_ids, attention_mask, need_weights=need_weights)
+
+    module.forward = spy
+    trainer.fit(module, datamodule=dm)
+    module.forward = forward
+    return dm, module, trainer, maps, calls, tmp
+
+
+def test_maps_logged_every_n_and_at_fit_end(fitted):
+    dm, module, trainer, maps, calls, tmp = fitted
+    steps_per_epoch = trainer.global_step // 2
+    acc = events(tmp)
+    tags = [t for t in acc.Tags()["images"] if t.startswith("attention/")]
+    names = ["example_0", "example_1", "example_2", "text_0"]
+    expected = [f"attention/{n}/layer_{layer}{m}" for n in names for layer in (0, 1) for m in ("", "_mean")]
+    assert sorted(tags) == sorted(expected)
+    for tag in tags:  # validation 0, not 1 (every 2nd), then the end of fit; never the sanity check (step 0)
+        assert [e.step for e in acc.Images(tag)] == [steps_per_epoch, 2 * steps_per_epoch]
+
+
+def test_maps_cost_little(fitted):
+    _, _, _, maps, calls, _ = fitted
+    assert len(calls) == 2  # one forward per logging, nothing else asked for weights
+    for batch, modes, grad, sanity in calls:
+        assert batch == 4  # only the chosen examples (3 + 1 text), not the validation set
+        assert modes == {False} and not grad and not sanity  # eval mode everywhere, no autograd graph
+
+
+def test_examples_mix_classes_and_lengths(fitted):
+    maps = fitted[3]
+    labels = [label for name, _, label in maps.examples if name.startswith("example_")]
+    lengths = {len(ids) for name, ids, _ in maps.examples if name.startswith("example_")}
+    assert set(labels) == {0, 1} and len(lengths) > 1
+    assert maps.examples[-1][2] is None  # a text of your own has no true label
+
+
+def test_log_maps_restores_modes_exactly(fitted):
+    dm, module, trainer, maps, _, tmp = fitted
+    module.train()
+    module.net.head.eval()  # e.g. a frozen part: must stay in eval mode
+    before = {name: m.training for name, m in module.named_modules()}
+    maps.log_maps(trainer, module)
+    assert {name: m.training for name, m in module.named_modules()} == before
+
+
+def test_classification_report_matches_sklearn(fitted):
+    dm, module, trainer, _, _, tmp = fitted
+    metrics = trainer.test(module, datamodule=dm, verbose=False)[0]
+    preds, labels = [], []
+    module.eval()
+    with torch.no_grad():
+        for batch in dm.test_dataloader():
+            preds.append(module(batch["input_ids"], batch["attention_mask"]).logits.argmax(-1))
+            labels.append(batch["labels"])
+    p, r, f, _ = precision_recall_fscore_support(torch.cat(labels), torch.cat(preds), labels=[0, 1], zero_division=0)
+    for c, name in enumerate(dm.label_names):
+        assert metrics[f"test/precision/{name}"] == pytest.approx(p[c], abs=1e-6)
+        assert metrics[f"test/recall/{name}"] == pytest.approx(r[c], abs=1e-6)
+        assert metrics[f"test/f1/{name}"] == pytest.approx(f[c], abs=1e-6)
+    acc = events(tmp)
+    assert "test/confusion_matrix" in acc.Tags()["images"]
+    assert "test/report/text_summary" in acc.Tags()["tensors"]
+    table = acc.Tensors("test/report/text_summary")[-1].tensor_proto.string_val[0].decode()
+    assert all(f"| {name} |" in table for name in dm.label_names)
+
+
+# ---- the config switch -------------------------------------------------------------------------
+@pytest.mark.parametrize("override, expected", [([], True), (["callbacks.attention_maps=null"], False)])
+def test_config_switch(tmp_path, override, expected):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=[f"paths.output_dir={tmp_path}", *override])
+    kinds = [type(c) for c in instantiate_list(cfg.callbacks)]
+    assert (AttentionMapLogger in kinds) is expected
+    assert ClassificationReport in kinds
+
+
+# ---- the maps mean something -------------------------------------------------------------------
+NEGATED = ["the plot is not good", "the acting was never boring", "i did not enjoy the script", "the cast is not bad"]
+
+
+def attend(module: ClassifierModule, tokenizer, text: str) -> tuple[list[str], list[torch.Tensor]]:
+    """The tokens of `text` and one (H, T, T) attention map per layer, in eval mode."""
+    ids = tokenizer.encode(text).ids
+    was = module.training
+    module.eval()
+    with torch.no_grad():
+        out = module(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.bool), need_weights=True)
+    module.train(was)
+    return [tokenizer.id_to_token(i) for i in ids], [a[0] for a in out.attentions]
+
+
+def cls_on_negation(tokens: list[str], maps: list[torch.Tensor]) -> torch.Tensor:
+    """(L, H): the weight of the [CLS] query row, which the classifier reads, on "not" / "never"."""
+    neg = next(i for i, t in enumerate(tokens) if t in ("not", "never"))
+    return torch.stack(maps)[:, :, 0, neg]
+
+
+@pytest.mark.slow
+def test_toy_training_attends_to_the_negation(tmp_path):
+    """Default toy config, 2 epochs: in every negated review the [CLS] query puts at least 3x the
+    uniform weight on "not" / "never" in some head, and the head average at least 2x in some
+    layer; the same model untrained does neither (its maps are near uniform)."""
+    overrides = [
+        "trainer.max_epochs=2", f"paths.output_dir={tmp_path}", "trainer.enable_progress_bar=false",
+        "callbacks.attention_maps.num_examples=0", f"callbacks.attention_maps.texts=[{NEGATED[0]}]",
+        "callbacks.model_checkpoint=null", "callbacks.classification_report=null",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    L.seed_everything(cfg.seed)
+    dm, module, trainer = build(cfg)
+    before = {text: cls_on_negation(*attend(module, dm.tokenizer, text)) for text in NEGATED}
+    trainer.fit(module, datamodule=dm)
+    assert trainer.callback_metrics["val/acc"] > 0.9  # it learned the task, where negation decides a ninth
+
+    for text in NEGATED:
+        tokens, maps = attend(module, dm.tokenizer, text)
+        w, w0, uniform = cls_on_negation(tokens, maps), before[text], 1 / len(tokens)
+        assert w.max() >= 3 * uniform and w.mean(dim=1).max() >= 2 * uniform, (text, w)
+        assert w0.max() < 2 * uniform and w0.mean(dim=1).max() < 1.5 * uniform, (text, w0)
+        for layer, m in enumerate(maps):  # to look at: pytest --basetemp=DIR keeps them
+            save_attention_png(tmp_path / "maps" / f"{text.replace(' ', '_')}_layer{layer}.png", tokens, m, text)
+
+    acc = events(Path(cfg.logger.tensorboard.save_dir))  # the callback logged its text at both epochs
+    assert [e.step for e in acc.Images("attention/text_0/layer_1")] == [trainer.global_step // 2, trainer.global_step]

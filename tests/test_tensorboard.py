@@ -1,0 +1,197 @@
+"""TensorBoard end to end: a real `python train.py` sweep (two tiny runs, 2 epochs) read back with
+TensorBoard's own event reader, then served by a real `tensorboard` server and fetched over HTTP."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import TINY, entry_env, run_entry
+from PIL import Image
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import plugin_data_pb2
+
+pytestmark = pytest.mark.slow
+
+LAYERS, EXAMPLES, HEADS = 2, 4, (1, 2)  # the sweep: model.num_heads=1,2
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> tuple[Path, list[Path]]:
+    """`python train.py -m ... model.num_heads=1,2`: the outputs folder and the two jobs' folders."""
+    log_dir = tmp_path_factory.mktemp("tensorboard") / "outputs"
+    tiny = [o for o in TINY if not o.startswith("trainer.max_epochs=")]
+    run_entry(
+        "train.py", "-m", *tiny, "trainer.max_epochs=2", f"model.num_layers={LAYERS}",
+        f"model.num_heads={','.join(map(str, HEADS))}", f"paths.log_dir={log_dir}",
+    )
+    jobs = sorted(p.parent for p in log_dir.glob("train/multiruns/*/*/tensorboard"))
+    assert len(jobs) == len(HEADS), jobs
+    return log_dir, jobs
+
+
+def read_events(run_dir: Path) -> EventAccumulator:
+    acc = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"images": 0, "scalars": 0, "tensors": 0})
+    acc.Reload()
+    return acc
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    assert data[:8] == PNG_MAGIC
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+def assert_not_blank(pixels: np.ndarray) -> None:
+    """A heatmap, not an empty canvas: many coloured (non-grey) pixels and some contrast."""
+    rgb = pixels.astype(int)
+    coloured = (rgb.max(axis=2) - rgb.min(axis=2)) > 40  # white / black / grey text is not
+    assert coloured.mean() > 0.05 and pixels.std() > 20
+
+
+# ---- (a) the event files ---------------------------------------------------------------------
+@pytest.mark.parametrize("job", range(len(HEADS)))
+def test_event_files_hold_maps_scalars_and_hparams(sweep, job):
+    _, jobs = sweep
+    acc = read_events(jobs[job])
+    tags = acc.Tags()
+
+    # scalars: epoch-end metrics are logged at the last batch's step (global_step - 1), twice
+    for name in ("train/loss_step", "train/acc", "val/loss", "val/acc", "val/f1", "lr-AdamW/pg1"):
+        assert name in tags["scalars"], name
+    val_steps = [e.step for e in acc.Scalars("val/acc_best")]
+    assert len(val_steps) == 2 and val_steps[0] > 0  # no placeholder value at step 0 from the hparams
+    test_metrics = ("acc", "f1", "loss", "precision/negative", "recall/positive", "f1/positive")
+    for name in (f"test/{m}" for m in test_metrics):
+        assert len(acc.Scalars(name)) == 1, name
+
+    # attention images: every example, every layer, heads grid and mean, at every validation epoch
+    expected = {f"attention/example_{i}/layer_{layer}{kind}" for i in range(EXAMPLES) for layer in range(LAYERS)
+                for kind in ("", "_mean")}
+    assert expected <= set(tags["images"])
+    for tag in sorted(expected):
+        events = acc.Images(tag)
+        assert [e.step for e in events] == [s + 1 for s in val_steps], tag  # the global step after each epoch
+        for e in events:
+            pixels = decode_png(e.encoded_image_string)
+            assert pixels.shape == (e.height, e.width, 3) and e.width >= 200 and e.height >= 200, tag
+            assert_not_blank(pixels)
+    grid = acc.Images("attention/example_0/layer_0")[-1]
+    mean = acc.Images("attention/example_0/layer_0_mean")[-1]
+    assert (grid.width > mean.width) is (HEADS[job] > 1)  # one panel per head
+
+    cm = acc.Images("test/confusion_matrix")
+    assert len(cm) == 1
+    assert_not_blank(decode_png(cm[0].encoded_image_string))
+
+    # hparams: the flattened resolved config, with the metrics the HPARAMS tab links to
+    content = acc.PluginTagToContent("hparams")
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    metrics = [m.name.tag for m in experiment.metric_infos]
+    assert {"val/acc_best", "test/acc", "test/f1", "test/loss"} <= set(metrics)
+    session = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+    hp = session.hparams
+    assert hp["model.num_heads"].number_value == HEADS[job]
+    assert hp["model.num_layers"].number_value == LAYERS
+    assert hp["trainer.max_epochs"].number_value == 2
+    assert hp["data.name"].string_value == "toy"
+    assert hp["callbacks.attention_maps._target_"].string_value.endswith("AttentionMapLogger")
+    assert hp["paths.output_dir"].string_value == str(jobs[job])
+
+
+# ---- (b) a real tensorboard server ----------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fetch(url: str, body: dict | None = None, timeout: float = 10) -> bytes:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.read()
+
+
+@pytest.fixture(scope="module")
+def server(sweep, tmp_path_factory):
+    """`tensorboard --logdir outputs` on a free loopback port; yields its base URL, then stops it."""
+    log_dir, jobs = sweep
+    port = free_port()
+    log = (tmp_path_factory.mktemp("server") / "tensorboard.log").open("w")
+    cmd = [sys.executable, "-m", "tensorboard.main", f"--logdir={log_dir}", "--host=127.0.0.1", f"--port={port}"]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=entry_env())
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90  # start-up, then the logs are read in the background
+        while True:
+            assert proc.poll() is None, f"tensorboard exited with {proc.returncode}: {Path(log.name).read_text()}"
+            try:
+                tags = json.loads(fetch(f"{base}/data/plugin/images/tags", timeout=5))
+                if len(tags) == len(jobs) and all("attention/example_0/layer_0" in t for t in tags.values()):
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            assert time.monotonic() < deadline, f"no images served within 90 s: {Path(log.name).read_text()}"
+            time.sleep(0.5)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+        log.close()
+
+
+def test_server_serves_the_attention_images(sweep, server):
+    log_dir, jobs = sweep
+    tags = json.loads(fetch(f"{server}/data/plugin/images/tags"))
+    runs = {str((log_dir / run).parent) for run in tags}
+    assert runs == {str(j) for j in jobs}  # one run per sweep job, named by its folder
+    run = sorted(tags)[0]
+    expected = {f"attention/example_{i}/layer_{layer}" for i in range(EXAMPLES) for layer in range(LAYERS)}
+    assert expected <= set(tags[run]) and "test/confusion_matrix" in tags[run]
+
+    query = urllib.parse.urlencode({"run": run, "tag": "attention/example_0/layer_1"})
+    series = json.loads(fetch(f"{server}/data/plugin/images/images?{query}"))
+    assert len(series) == 2 and series[0]["step"] < series[1]["step"]  # the slider: one image per epoch
+    png = fetch(f"{server}/data/plugin/images/individualImage?{series[-1]['query']}")
+    pixels = decode_png(png)
+    stored = read_events((log_dir / run).parent).Images("attention/example_0/layer_1")[-1]
+    assert png == stored.encoded_image_string and pixels.shape == (stored.height, stored.width, 3)
+    assert_not_blank(pixels)
+
+
+def test_server_hparams_list_every_run_with_its_metrics(sweep, server):
+    log_dir, _ = sweep
+    experiment = json.loads(fetch(f"{server}/data/plugin/hparams/experiment", {"experimentName": ""}))
+    assert "val/acc_best" in [m["name"]["tag"] for m in experiment["metricInfos"]]
+    request = {
+        "experimentName": "",
+        "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
+        "colParams": [{"metric": {"tag": "val/acc_best", "group": ""}}, {"metric": {"tag": "test/acc", "group": ""}},
+                      {"hparam": "model.num_heads"}],
+        "startIndex": 0,
+        "sliceSize": 100,
+    }
+    groups = json.loads(fetch(f"{server}/data/plugin/hparams/session_groups", request))["sessionGroups"]
+    assert sorted(g["hparams"]["model.num_heads"] for g in groups) == list(HEADS)
+    for group in groups:
+        values = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
+        assert 0.0 <= values["val/acc_best"] <= 1.0 and 0.0 <= values["test/acc"] <= 1.0
+        assert group["hparams"]["paths.output_dir"] == str((log_dir / group["name"]).parent)
+        acc = read_events((log_dir / group["name"]).parent)
+        assert values["val/acc_best"] == pytest.approx(acc.Scalars("val/acc_best")[-1].value)
+        assert values["test/acc"] == pytest.approx(acc.Scalars("test/acc")[-1].value)
