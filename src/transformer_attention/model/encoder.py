@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, expand_mask
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
@@ -82,6 +82,8 @@ class TransformerEncoder(nn.Module):
         self, src: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
     ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
         """src (B, T, D) -> (B, T, D), and one (B, H, T, T) weight tensor per layer when asked."""
+        B, T, _ = src.shape
+        mask = expand_mask(mask, B, T, T)  # once per batch, not once per layer: (B|1, 1|H, T|1, T)
         x, attentions = src, []
         for layer in self.layers:
             x, weights = layer(x, mask=mask, need_weights=need_weights)
