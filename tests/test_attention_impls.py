@@ -1,0 +1,200 @@
+"""The three attention paths (math, chunked, sdpa) are one function: same outputs, same
+gradients, same zeros on rows with no key, same checkpoints; chunked stays linear in memory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from transformer_attention.model import (
+    ATTENTION_IMPLS,
+    MultiHeadAttention,
+    TransformerClassifier,
+    causal_mask,
+    chunked_attention,
+    scaled_dot_product_attention,
+)
+
+
+def lengths_mask(lengths: list[int], T: int) -> torch.Tensor:
+    return torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # (B, T)
+
+
+def masks(B: int, Tq: int, Tk: int) -> dict[str, torch.Tensor | None]:
+    """Every mask form attention accepts, each with at least one row that sees no key."""
+    g = torch.Generator().manual_seed(0)
+    pair = torch.rand(B, Tq, Tk, generator=g) < 0.4
+    pair[0, 1] = False  # one query with no key
+    pair[1, :, : Tk // 2] = False  # whole key blocks masked for batch row 1
+    shared = torch.rand(Tq, Tk, generator=g) < 0.5
+    shared[2] = False
+    lengths = [Tk, max(1, Tk // 3)] + [0] * (B - 2)  # the last rows are all padding
+    out = {"none": None, "padding": lengths_mask(lengths, Tk), "pair": pair, "shared": shared}
+    if Tq == Tk:
+        out["causal"] = causal_mask(Tq)
+    return out
+
+
+def mha_pair(impl: str, D: int = 12, H: int = 3, dtype=torch.float64) -> tuple[MultiHeadAttention, MultiHeadAttention]:
+    torch.manual_seed(0)
+    ref = MultiHeadAttention(D, H, dropout=0.0, attention_impl="math").to(dtype)
+    other = MultiHeadAttention(D, H, dropout=0.0, attention_impl=impl).to(dtype)
+    other.load_state_dict(ref.state_dict())  # same parameter names for every path
+    return ref, other
+
+
+def run(mha: MultiHeadAttention, x: torch.Tensor, kv: torch.Tensor | None, mask, grad: torch.Tensor):
+    """Forward + backward; kv None is self-attention (the fused QKV projection)."""
+    x = x.clone().requires_grad_()
+    kv = x if kv is None else kv.clone().requires_grad_()
+    out, _ = mha(x, kv, kv, mask=mask, need_weights=False)
+    out.backward(grad)
+    grads = [x.grad] + ([] if kv is x else [kv.grad]) + [p.grad for p in mha.parameters()]
+    return out.detach(), grads
+
+
+@pytest.mark.parametrize("impl", ["chunked", "sdpa"])
+@pytest.mark.parametrize("cross", [False, True])
+def test_paths_agree_on_outputs_and_gradients_float64(impl: str, cross: bool):
+    B, Tq = 3, 11
+    Tk = 7 if cross else Tq
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(B, Tq, 12, generator=g, dtype=torch.float64)
+    kv = torch.randn(B, Tk, 12, generator=g, dtype=torch.float64) if cross else None
+    grad = torch.randn(B, Tq, 12, generator=g, dtype=torch.float64)
+    for name, mask in masks(B, Tq, Tk).items():
+        ref, other = mha_pair(impl)
+        ref_out, ref_grads = run(ref, x, kv, mask, grad)
+        out, grads = run(other, x, kv, mask, grad)
+        torch.testing.assert_close(out, ref_out, atol=1e-12, rtol=0, msg=f"{impl} output, {name} mask")
+        for a, b in zip(grads, ref_grads, strict=True):
+            torch.testing.assert_close(a, b, atol=1e-11, rtol=0, msg=f"{impl} gradient, {name} mask")
+
+
+@pytest.mark.parametrize("blocks", [(1, 1), (2, 3), (4, 5), (16, 4), (None, None)])
+def test_chunked_tiles_and_online_softmax_match_math(blocks: tuple[int | None, int | None]):
+    """Uneven tiles, many key blocks (the online rescaling) and blocks that are all masked."""
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(3, 2, 13, 4, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    grad = torch.randn(3, 2, 13, 4, generator=g, dtype=torch.float64)
+    for name, mask in masks(3, 13, 13).items():
+        ref, _ = scaled_dot_product_attention(q, k, v, mask)
+        out = chunked_attention(q, k, v, mask, block_q=blocks[0], block_k=blocks[1])
+        ref_grads = torch.autograd.grad(ref, (q, k, v), grad)
+        grads = torch.autograd.grad(out, (q, k, v), grad)
+        torch.testing.assert_close(out, ref, atol=1e-12, rtol=0, msg=f"output, {name} mask")
+        for a, b in zip(grads, ref_grads, strict=True):
+            torch.testing.assert_close(a, b, atol=1e-12, rtol=0, msg=f"gradient, {name} mask")
+
+
+def test_chunked_gradcheck_with_dropout():
+    """Backward replays the forward's dropout masks: gradcheck holds with dropout on."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 2, 9, 3, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    mask = lengths_mask([9, 4], 9)
+
+    def f(a, b, c):
+        torch.manual_seed(7)  # the same dropout masks for every evaluation gradcheck makes
+        return chunked_attention(a, b, c, mask, dropout_p=0.3, block_q=4, block_k=4)
+
+    assert torch.autograd.gradcheck(f, (q, k, v))
+
+
+def test_chunked_dropout_is_unbiased_and_drops_the_right_fraction():
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(1, 2, 16, 4, generator=g) for _ in range(3))
+    v = torch.ones_like(v)  # out = sum of kept weights: 1 without dropout
+    torch.manual_seed(0)
+    outs = torch.stack([chunked_attention(q, k, v, dropout_p=0.25, block_q=8, block_k=8) for _ in range(2000)])
+    assert abs(outs.mean().item() - 1.0) < 0.01  # kept weights are scaled by 1 / (1 - p)
+    assert outs.std().item() > 0.1  # and something was dropped
+
+
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+def test_rows_with_no_key_give_zero_output_and_zero_gradient(impl: str):
+    torch.manual_seed(5)
+    mha = MultiHeadAttention(8, 2, dropout=0.0, attention_impl=impl)
+    x = torch.randn(3, 5, 8, requires_grad=True)
+    mask = lengths_mask([5, 3, 0], 5)  # batch row 2 is all padding
+    out, _ = mha(x, x, x, mask=mask, need_weights=False)
+    assert torch.isfinite(out).all()
+    # no key: attention gives zeros, so the row's output is w_o's bias alone
+    torch.testing.assert_close(out[2], mha.w_o.bias.expand(5, 8))
+    out.sum().backward()
+    assert torch.isfinite(x.grad).all()
+    assert torch.all(x.grad[2] == 0)  # nothing flows into a row no query can see
+    assert all(torch.isfinite(p.grad).all() for p in mha.parameters())
+
+
+@pytest.mark.parametrize("impl", ["chunked", "sdpa"])
+def test_bf16_autocast_paths_stay_close_to_fp32_math(impl: str):
+    torch.manual_seed(6)
+    ref, other = mha_pair(impl, D=32, H=4, dtype=torch.float32)
+    x = torch.randn(4, 40, 32)
+    mask = lengths_mask([40, 30, 12, 0], 40)
+    expected, _ = ref(x, x, x, mask=mask, need_weights=False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = other(x, x, x, mask=mask, need_weights=False)
+        math_out, _ = ref(x, x, x, mask=mask, need_weights=False)
+    for got in (out, math_out):
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got.float(), expected, atol=3e-2, rtol=3e-2)
+
+
+def test_weights_always_come_from_the_math_path():
+    ref, other = mha_pair("sdpa")
+    x = torch.randn(2, 6, 12, dtype=torch.float64)
+    mask = lengths_mask([6, 2], 6)
+    out_a, w_a = ref(x, x, x, mask=mask, need_weights=True)
+    out_b, w_b = other(x, x, x, mask=mask, need_weights=True)
+    assert torch.equal(w_a, w_b) and torch.equal(out_a, out_b)
+
+
+def test_a_model_trained_with_one_path_predicts_the_same_with_the_others():
+    torch.manual_seed(8)
+    kwargs = dict(vocab_size=50, num_classes=3, d_model=16, num_heads=2, num_layers=2, dim_feedforward=32,
+                  max_len=32, dropout=0.1)
+    trained = TransformerClassifier(**kwargs, attention_impl="chunked")
+    opt = torch.optim.AdamW(trained.parameters(), lr=1e-2)
+    tokens = torch.randint(3, 50, (8, 12))
+    tokens[:, 0] = 2
+    tokens[4:, 7:] = 0  # padding
+    labels = torch.randint(0, 3, (8,))
+    for _ in range(5):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(trained(tokens).logits, labels).backward()
+        opt.step()
+    trained.eval()
+    expected = trained(tokens).logits
+    for impl in ATTENTION_IMPLS:
+        model = TransformerClassifier(**kwargs, attention_impl=impl).eval()
+        model.load_state_dict(trained.state_dict())  # strict: the very same keys
+        torch.testing.assert_close(model(tokens).logits, expected, atol=1e-5, rtol=1e-5)
+
+
+def peak_bytes(fn) -> int:
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    running = peak = 0
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        running += e.nbytes()
+        peak = max(peak, running)
+    return peak
+
+
+def test_chunked_and_sdpa_memory_is_far_below_one_score_matrix():
+    B, T, D, H = 2, 2048, 16, 2
+    x = torch.randn(B, T, D)
+    mask = lengths_mask([T, 1400], T)
+    score_bytes = B * H * T * T * 4  # one fp32 (B, H, T, T) tensor: 64 MiB
+
+    def step(impl: str):
+        torch.manual_seed(0)
+        mha = MultiHeadAttention(D, H, dropout=0.0, attention_impl=impl)
+        return lambda: mha(x, x, x, mask=mask, need_weights=False)[0].sum().backward()
+
+    assert peak_bytes(step("math")) > 2 * score_bytes  # the measure sees T x T tensors when there are some
+    for impl in ("chunked", "sdpa"):
+        assert peak_bytes(step(impl)) < score_bytes / 4, impl
