@@ -4,6 +4,7 @@ real toy training, attention maps that put visible weight on the negation."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import lightning as L
 import pytest
@@ -74,8 +75,18 @@ def tiny(tmp_path: Path, callbacks: list, max_epochs: int) -> tuple[ReviewDataMo
     return dm, module, trainer
 
 
+class Fitted(NamedTuple):
+    dm: ReviewDataModule
+    module: ClassifierModule
+    trainer: L.Trainer
+    maps: AttentionMapLogger
+    calls: list  # (batch size, training flags, grad enabled, sanity checking) of each need_weights forward
+    log_dir: Path
+    events: EventAccumulator  # what fit alone wrote
+
+
 @pytest.fixture(scope="module")
-def fitted(tmp_path_factory):
+def fitted(tmp_path_factory) -> Fitted:
     """2 epochs, maps every 2nd validation epoch: validation 0 is logged, then the end of fit."""
     tmp = tmp_path_factory.mktemp("fit")
     maps = AttentionMapLogger(num_examples=3, every_n_epochs=2, texts=["the plot is not good"])
@@ -92,13 +103,12 @@ def fitted(tmp_path_factory):
     module.forward = spy
     trainer.fit(module, datamodule=dm)
     module.forward = forward
-    return dm, module, trainer, maps, calls, tmp
+    return Fitted(dm, module, trainer, maps, calls, tmp, events(tmp))
 
 
 def test_maps_logged_every_n_and_at_fit_end(fitted):
-    dm, module, trainer, maps, calls, tmp = fitted
-    steps_per_epoch = trainer.global_step // 2
-    acc = events(tmp)
+    steps_per_epoch = fitted.trainer.global_step // 2
+    acc = fitted.events
     tags = [t for t in acc.Tags()["images"] if t.startswith("attention/")]
     names = ["example_0", "example_1", "example_2", "text_0"]
     expected = [f"attention/{n}/layer_{layer}{m}" for n in names for layer in (0, 1) for m in ("", "_mean")]
@@ -108,15 +118,14 @@ def test_maps_logged_every_n_and_at_fit_end(fitted):
 
 
 def test_maps_cost_little(fitted):
-    _, _, _, maps, calls, _ = fitted
-    assert len(calls) == 2  # one forward per logging, nothing else asked for weights
-    for batch, modes, grad, sanity in calls:
+    assert len(fitted.calls) == 2  # one forward per logging, nothing else asked for weights
+    for batch, modes, grad, sanity in fitted.calls:
         assert batch == 4  # only the chosen examples (3 + 1 text), not the validation set
         assert modes == {False} and not grad and not sanity  # eval mode everywhere, no autograd graph
 
 
 def test_examples_mix_classes_and_lengths(fitted):
-    maps = fitted[3]
+    maps = fitted.maps
     labels = [label for name, _, label in maps.examples if name.startswith("example_")]
     lengths = {len(ids) for name, ids, _ in maps.examples if name.startswith("example_")}
     assert set(labels) == {0, 1} and len(lengths) > 1
@@ -124,16 +133,16 @@ def test_examples_mix_classes_and_lengths(fitted):
 
 
 def test_log_maps_restores_modes_exactly(fitted):
-    dm, module, trainer, maps, _, tmp = fitted
+    module, maps = fitted.module, fitted.maps
     module.train()
     module.net.head.eval()  # e.g. a frozen part: must stay in eval mode
     before = {name: m.training for name, m in module.named_modules()}
-    maps.log_maps(trainer, module)
+    maps.log_maps(fitted.trainer, module)
     assert {name: m.training for name, m in module.named_modules()} == before
 
 
 def test_classification_report_matches_sklearn(fitted):
-    dm, module, trainer, _, _, tmp = fitted
+    dm, module, trainer = fitted.dm, fitted.module, fitted.trainer
     metrics = trainer.test(module, datamodule=dm, verbose=False)[0]
     preds, labels = [], []
     module.eval()
@@ -146,7 +155,7 @@ def test_classification_report_matches_sklearn(fitted):
         assert metrics[f"test/precision/{name}"] == pytest.approx(p[c], abs=1e-6)
         assert metrics[f"test/recall/{name}"] == pytest.approx(r[c], abs=1e-6)
         assert metrics[f"test/f1/{name}"] == pytest.approx(f[c], abs=1e-6)
-    acc = events(tmp)
+    acc = events(fitted.log_dir)
     assert "test/confusion_matrix" in acc.Tags()["images"]
     assert "test/report/text_summary" in acc.Tags()["tensors"]
     table = acc.Tensors("test/report/text_summary")[-1].tensor_proto.string_val[0].decode()
