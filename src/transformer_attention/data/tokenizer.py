@@ -52,13 +52,32 @@ def train_tokenizer(
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=special,
+        special_tokens=special + _continuing_pieces(texts, tok.normalizer),
         show_progress=len(texts) >= PROGRESS_MIN_TEXTS,
     )
     tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    tok = _with_special_tokens(tok, special)
     tok.post_processor = processors.TemplateProcessing(single=f"{CLS} $A", special_tokens=[(CLS, CLS_ID)])
     assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == [PAD_ID, UNK_ID, CLS_ID]
     return tok
+
+
+def _continuing_pieces(texts: Sequence[str], normalizer: normalizers.Normalizer) -> list[str]:
+    """Every "##c" piece the trainer could make, sorted. The trainer numbers these pieces in hash-map
+    order and breaks merge-count ties by id, so the same texts gave different vocabularies from run
+    to run (huggingface/tokenizers#1794); given up front (as special tokens) their ids are fixed."""
+    chars: set[str] = set()
+    for text in texts:
+        chars.update(normalizer.normalize_str(text))
+    return [f"##{c}" for c in sorted(chars) if not c.isspace()]
+
+
+def _with_special_tokens(tok: Tokenizer, special: list[str | AddedToken]) -> Tokenizer:
+    """The trained tokenizer with only `special` as special tokens (the "##c" pieces stay plain vocabulary)."""
+    out = Tokenizer(tok.model)
+    out.normalizer, out.pre_tokenizer, out.decoder = tok.normalizer, tok.pre_tokenizer, tok.decoder
+    out.add_special_tokens(special)
+    return out
 
 
 def save_tokenizer(tok: Tokenizer, path: str | Path) -> Path:
