@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import logging
+import signal
 from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from .callbacks import HPARAM_METRICS, log_hyperparameters
+from .checkpoint import CheckpointError, check_resume, load_checkpoint, register_resolvers
 from .config import ConfigError, validate_config
 
 log = logging.getLogger(__name__)
+register_resolvers()  # train.yaml's hydra.run.dir uses them: registered before Hydra composes the config
 
 
 def instantiate_list(cfg: DictConfig | None) -> list[Any]:
@@ -23,9 +27,15 @@ def instantiate_list(cfg: DictConfig | None) -> list[Any]:
     return [instantiate(c) for c in cfg.values() if c is not None and "_target_" in c]
 
 
-def build(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
-    """Data first (the model's vocab size, classes and tokenizer come from it), then the rest."""
-    datamodule = instantiate(cfg.data, output_dir=cfg.paths.output_dir)
+def build(
+    cfg: DictConfig, resume_from: dict[str, Any] | None = None
+) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
+    """Data first (the model's vocab size, classes and tokenizer come from it), then the rest.
+    A resumed run reuses the checkpoint's tokenizer and label names, so its vocabulary cannot drift."""
+    reuse = {}
+    if resume_from is not None:
+        reuse = {"tokenizer": resume_from["tokenizer"], "label_names": resume_from["hyper_parameters"]["label_names"]}
+    datamodule = instantiate(cfg.data, output_dir=cfg.paths.output_dir, **reuse)
     datamodule.setup("fit")
     model = instantiate(
         cfg.model,
@@ -44,13 +54,17 @@ def build(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit and test as the config says; returns every logged metric as a float."""
     validate_config(cfg)
+    ckpt_path = cfg.get("ckpt_path")
+    resume_from = load_checkpoint(ckpt_path) if ckpt_path else None  # a bad path fails here, in a second
+    if resume_from is not None:
+        check_resume(resume_from, cfg.model, ckpt_path)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
-    datamodule, model, trainer = build(cfg)
+    datamodule, model, trainer = build(cfg, resume_from)
     config = OmegaConf.to_container(cfg, resolve=True)
     log_hyperparameters(trainer.loggers, config, [*HPARAM_METRICS, cfg.get("optimized_metric")])
     if cfg.get("train", True):
-        trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if cfg.get("test", True):
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
@@ -61,14 +75,22 @@ def train(cfg: DictConfig) -> dict[str, float]:
     return metrics
 
 
+def format_metrics(metrics: dict[str, float]) -> str:
+    """One `  name  value` line per metric, sorted: what `final metrics` and `test metrics` print."""
+    return "\n".join(f"  {k:<16} {v:.4f}" for k, v in sorted(metrics.items()))
+
+
 def main(cfg: DictConfig) -> float | None:
     """Hydra task function: train, print the final metrics, return `optimized_metric` for sweepers."""
     try:
         metrics = train(cfg)
     except ConfigError as err:
         raise SystemExit(f"config error: {err}") from None
-    summary = "\n".join(f"  {k:<16} {v:.4f}" for k, v in sorted(metrics.items()))
-    print(f"final metrics ({cfg.paths.output_dir}):\n{summary}")
+    except CheckpointError as err:
+        raise SystemExit(f"checkpoint error: {err}") from None
+    except SIGTERMException as stop:  # SIGTERM or Ctrl-C: last.ckpt is saved, the resume command logged
+        raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
+    print(f"final metrics ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
     name = cfg.get("optimized_metric")
     if name:
         if name not in metrics:

@@ -1,0 +1,217 @@
+"""Checkpoints: safe loading with clear errors, resuming a run in its own folder, saving on Ctrl-C / SIGTERM.
+
+A `.ckpt` written by `train.py` is a Lightning checkpoint of plain data (tensors, numbers, strings,
+lists, dicts), so it loads with `torch.load(weights_only=True)`: no pickled code runs. Anything
+else (a missing file, a truncated download, a foreign checkpoint) is a `CheckpointError` naming
+the path and the fix, which the entry points print without a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import shlex
+import signal
+import threading
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from omegaconf import OmegaConf
+
+from .module import ClassifierModule
+
+log = logging.getLogger(__name__)
+
+REQUIRED_HPARAMS = ("vocab_size", "num_classes", "label_names")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used; the message names the path and what to do."""
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The checkpoint dict of a `train.py` run, loaded with `weights_only=True` on the CPU."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise CheckpointError(f"checkpoint {p} does not exist{_nearby(p)}")
+    if p.is_dir():
+        found = sorted(q.name for q in p.glob("*.ckpt")) or sorted(
+            str(q.relative_to(p)) for q in p.glob("checkpoints/*.ckpt")
+        )
+        raise CheckpointError(f"checkpoint {p} is a folder: pass a .ckpt file in it (found: {found or 'none'})")
+    try:
+        with warnings.catch_warnings():  # torch's pickle-protocol notes: the error below says it better
+            warnings.simplefilter("ignore", UserWarning)
+            ckpt = torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise CheckpointError(
+            f"checkpoint {p} holds more than plain data ({_reason(err, 'WeightsUnpickler error:')}), so it was "
+            "not loaded: weights_only=True runs no pickled code. It was not written by train.py"
+        ) from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as err:
+        raise CheckpointError(
+            f"checkpoint {p} ({p.stat().st_size} bytes) cannot be read: it is truncated or not a PyTorch "
+            f"checkpoint ({_reason(err)}). Copy it again or pick another .ckpt"
+        ) from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
+        keys = sorted(ckpt)[:8] if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise CheckpointError(
+            f"checkpoint {p} is not a train.py checkpoint (expected a Lightning checkpoint with "
+            f"'state_dict' and 'hyper_parameters', found {keys})"
+        )
+    missing = [k for k in REQUIRED_HPARAMS if k not in ckpt["hyper_parameters"]] + (
+        [] if ckpt.get("tokenizer") else ["tokenizer"]
+    )
+    if missing:
+        raise CheckpointError(f"checkpoint {p} is not a transformer-attention classifier checkpoint: no {missing}")
+    return ckpt
+
+
+def load_module(path: str | Path, map_location: str | torch.device = "cpu") -> ClassifierModule:
+    """A ClassifierModule rebuilt from a checkpoint file alone (hyperparameters, weights, tokenizer), in eval mode."""
+    ckpt = load_checkpoint(path)
+    try:
+        module = ClassifierModule(**ckpt["hyper_parameters"])
+        module.on_load_checkpoint(ckpt)
+        module.load_state_dict(ckpt["state_dict"])
+    except (TypeError, RuntimeError, ValueError) as err:
+        raise CheckpointError(f"checkpoint {path} does not match this version of ClassifierModule: {err}") from None
+    return module.to(map_location).eval()
+
+
+def check_resume(ckpt: dict[str, Any], model_cfg: Any, path: str | Path) -> None:
+    """Resuming needs the model the checkpoint was trained with: name every `model.*` key that differs."""
+    hparams = ckpt["hyper_parameters"]
+    diff = [
+        f"model.{k}={model_cfg[k]!r} (checkpoint: {hparams[k]!r})"
+        for k in model_cfg
+        if k in hparams and not k.startswith("_") and model_cfg[k] != hparams[k]
+    ]
+    if diff:
+        raise CheckpointError(
+            f"cannot resume from {path}: the config differs from the run it continues: {', '.join(diff)}; "
+            f"pass that run's overrides again ({run_overrides_hint(path)})"
+        )
+
+
+def _reason(err: BaseException, marker: str = "") -> str:
+    """The telling part of a loader's error: the line after `marker`, or the first sentence."""
+    message = str(err).split(marker, 1)[1] if marker and marker in str(err) else str(err)
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    text = lines[0].split(". ")[0] if lines else ""
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _nearby(p: Path) -> str:
+    """A hint listing the checkpoints next to a path that does not exist."""
+    folder = p.parent if p.parent.is_dir() else None
+    found = sorted(q.name for q in folder.glob("*.ckpt")) if folder else []
+    return f" (checkpoints in {folder}: {found})" if found else ""
+
+
+# ---- resuming in the run's own folder -------------------------------------------------------
+def run_dir_of(ckpt_path: str | Path | None) -> Path | None:
+    """The run folder `<run>` of a checkpoint at `<run>/checkpoints/*.ckpt`, if it is a Hydra run folder."""
+    if not ckpt_path:
+        return None
+    p = Path(str(ckpt_path)).expanduser().resolve()
+    run = p.parent.parent
+    if p.is_file() and p.parent.name == "checkpoints" and (run / ".hydra").is_dir():
+        return run
+    return None
+
+
+def run_overrides_hint(ckpt_path: str | Path) -> str:
+    """The overrides the checkpoint's run was started with, as recorded in `<run>/.hydra/overrides.yaml`."""
+    run = run_dir_of(ckpt_path)
+    overrides = run / ".hydra" / "overrides.yaml" if run else None
+    if not overrides or not overrides.is_file():
+        return "no recorded overrides found next to the checkpoint"
+    args = [o for o in OmegaConf.load(overrides) if not str(o).startswith("ckpt_path=")]
+    return f"{overrides}: {' '.join(shlex.quote(str(a)) for a in args) or 'none'}"
+
+
+def _resume_dir(ckpt_path: Any, default: str) -> str:
+    run = run_dir_of(ckpt_path)
+    return str(run) if run else default
+
+
+def _resume_subdir(ckpt_path: Any, resumed: str, default: str) -> str:
+    return resumed if run_dir_of(ckpt_path) else default
+
+
+def register_resolvers() -> None:
+    """`${resume_dir:ckpt,default}` and `${resume_subdir:ckpt,resumed,default}` for `hydra.run` in train.yaml."""
+    OmegaConf.register_new_resolver("resume_dir", _resume_dir, replace=True)
+    OmegaConf.register_new_resolver("resume_subdir", _resume_subdir, replace=True)
+
+
+def resume_command(ckpt_path: str | Path) -> str:
+    """The command line that resumes this Hydra run from `ckpt_path` (same overrides, new ckpt_path)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    overrides: list[str] = []
+    if HydraConfig.initialized():
+        overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("ckpt_path=")]
+    args = [*overrides, f"ckpt_path={ckpt_path}"]
+    return "python train.py " + " ".join(shlex.quote(a) for a in args)
+
+
+# ---- saving on Ctrl-C / SIGTERM ----------------------------------------------------------------
+class SaveOnInterrupt(Callback):
+    """On Ctrl-C or SIGTERM during fit, save `last.ckpt` beside the other checkpoints and say how to resume.
+
+    Both stop where Lightning stops for SIGTERM: after a training batch is stepped and logged. The
+    first Ctrl-C only asks for that stop (a second one stops at once), so the checkpoint holds one
+    consistent step and the resumed run continues the global step and the TensorBoard curves
+    without a gap or a repeat. Other exceptions leave `last.ckpt` as it was.
+    """
+
+    def __init__(self) -> None:
+        self._trainer: L.Trainer | None = None
+        self._ctrl_c = False
+        self._previous_handler: Any = None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._trainer, self._ctrl_c = trainer, False
+        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
+            self._previous_handler = signal.signal(signal.SIGINT, self._request_stop)
+
+    def _request_stop(self, signum: int, frame: Any) -> None:
+        connector = getattr(self._trainer, "_signal_connector", None)
+        if self._ctrl_c or connector is None:
+            raise KeyboardInterrupt
+        self._ctrl_c = True
+        connector.received_sigterm = True  # Lightning's own graceful stop, as for SIGTERM
+        log.warning("Ctrl-C: stopping after this training batch (press Ctrl-C again to stop at once)")
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._restore_handler()
+
+    def _restore_handler(self) -> None:
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGINT, self._previous_handler)
+            self._previous_handler = None
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self._restore_handler()
+        interrupted = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
+        if not interrupted or trainer.state.fn != "fit" or trainer.sanity_checking or trainer.fast_dev_run:
+            return
+        callback = trainer.checkpoint_callback
+        dirpath = getattr(callback, "dirpath", None) or str(Path(trainer.default_root_dir) / "checkpoints")
+        path = Path(dirpath) / "last.ckpt"
+        trainer.save_checkpoint(path, weights_only=False)  # the full state; Lightning writes it atomically
+        ctrl_c = self._ctrl_c or isinstance(exception, KeyboardInterrupt)
+        if isinstance(exception, SIGTERMException):
+            exception.code = 128 + (signal.SIGINT if ctrl_c else signal.SIGTERM)  # the shell's exit status
+        log.warning(
+            "%s: stopped at epoch %d, global step %d; saved %s\nresume with:\n  %s",
+            "Ctrl-C" if ctrl_c else "SIGTERM", trainer.current_epoch, trainer.global_step, path, resume_command(path),
+        )

@@ -1,0 +1,118 @@
+"""Stopping and resuming: SIGTERM mid-training keeps a usable last.ckpt, `ckpt_path=` continues in the
+same run folder and TensorBoard run with a continuous global step; the same seed gives the same run."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, TINY, entry_env, run_dirs, run_entry
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from test_checkpoint import TEXTS
+from test_train import final_metrics
+
+from transformer_attention.data import train_tokenizer
+
+EPOCHS, BATCHES = 5, 3
+RESUMABLE = [
+    *[o for o in TINY if not o.startswith("trainer.max_epochs")],
+    f"trainer.max_epochs={EPOCHS}",
+    f"trainer.limit_train_batches={BATCHES}",
+    "trainer.limit_val_batches=1",
+    "trainer.log_every_n_steps=1",
+]
+
+# train.py with every training step slowed down, so a signal surely lands mid-training
+SLOW_TRAIN = """
+import runpy, sys, time
+from transformer_attention.module import ClassifierModule
+step = ClassifierModule.training_step
+def slow_step(self, batch, batch_idx):
+    time.sleep({delay})
+    return step(self, batch, batch_idx)
+ClassifierModule.training_step = slow_step
+sys.argv = [{train!r}, *sys.argv[1:]]
+runpy.run_path({train!r}, run_name="__main__")
+"""
+
+
+def logged_steps(run: Path, tag: str = "train/loss_step") -> list[int]:
+    """The steps of `tag` across every event file of the run's TensorBoard folder, in file order."""
+    steps = []
+    for events in sorted((run / "tensorboard").glob("events.out.tfevents.*"), key=lambda p: p.stat().st_mtime):
+        acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
+        acc.Reload()
+        if tag in acc.Tags()["scalars"]:
+            steps += [e.step for e in acc.Scalars(tag)]
+    return steps
+
+
+def interrupt_mid_training(overrides: list[str], tmp_path: Path, signum: int) -> subprocess.CompletedProcess:
+    """Start a slowed-down training, wait for its first last.ckpt, send `signum`, wait for the exit."""
+    script = tmp_path / "slow_train.py"
+    script.write_text(SLOW_TRAIN.format(delay=0.3, train=str(ROOT / "train.py")))
+    log_dir = Path(next(o for o in overrides if o.startswith("paths.log_dir=")).split("=", 1)[1])
+    proc = subprocess.Popen([sys.executable, str(script), *overrides], cwd=tmp_path, env=entry_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not list(log_dir.glob("train/runs/*/checkpoints/last.ckpt")):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no last.ckpt after 240 s"
+            time.sleep(0.05)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_interrupt_keeps_last_ckpt_and_resume_continues_the_same_run(signum: int, tmp_path: Path):
+    log_dir = tmp_path / "outputs"
+    overrides = [*RESUMABLE, f"paths.log_dir={log_dir}"]
+    stopped = interrupt_mid_training(overrides, tmp_path, signum)
+    assert stopped.returncode == 128 + signum, stopped.stderr[-3000:]
+    (run,) = run_dirs(log_dir)
+    last = run / "checkpoints" / "last.ckpt"
+    assert f"ckpt_path={last}" in stopped.stdout + stopped.stderr  # says how to resume
+    ckpt = torch.load(last, weights_only=True)  # usable, and plain data
+    assert 0 < ckpt["global_step"] < EPOCHS * BATCHES
+    first_config = (run / ".hydra" / "config.yaml").read_text()
+    steps_before = logged_steps(run)
+    assert steps_before == list(range(ckpt["global_step"]))
+
+    resumed = run_entry("train.py", *overrides, f"ckpt_path={last}", cwd=tmp_path)
+    assert f"Restored all states from the checkpoint at {last}" in resumed.stdout + resumed.stderr
+    assert "final metrics" in resumed.stdout
+    assert run_dirs(log_dir) == [run]  # the same folder, nothing new beside it
+    end = torch.load(last, weights_only=True)
+    assert end["epoch"] == EPOCHS - 1 and end["global_step"] == EPOCHS * BATCHES
+    assert logged_steps(run) == list(range(EPOCHS * BATCHES))  # one TensorBoard run: no gap, no repeat
+    assert (run / ".hydra" / "config.yaml").read_text() == first_config  # the first config is kept
+    (resume_config,) = (run / ".hydra").glob("resume_*/config.yaml")
+    assert "ckpt_path" in resume_config.read_text()
+
+
+@pytest.mark.slow
+def test_same_seed_same_run(tmp_path: Path):
+    """Two runs, the second in deterministic mode: the same metrics and bit-identical weights on CPU."""
+    log_dir = tmp_path / "outputs"
+    first = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}")
+    second = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}", "trainer.deterministic=true")
+    assert final_metrics(first.stdout) == final_metrics(second.stdout)
+    a, b = (torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"] for run in run_dirs(log_dir))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_tokenizer_training_is_deterministic():
+    """The `tokenizers` trainer numbers its "##" pieces in hash order (huggingface/tokenizers#1794)."""
+    texts = TEXTS * 3 + ["unbelievably underwhelming", "overacted and overlong", "wonderfully understated"]
+    assert len({train_tokenizer(texts, vocab_size=120, min_frequency=1).to_str() for _ in range(8)}) == 1
