@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
+import time
+from pathlib import Path
 from typing import Any
 
 import lightning as L
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.utils import instantiate
-from lightning.pytorch.loggers import Logger
+from lightning.pytorch.loggers import Logger, TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from .callbacks import HPARAM_METRICS, log_hyperparameters
 from .checkpoint import CheckpointError, check_resume, load_checkpoint, register_resolvers
-from .config import ConfigError, validate_config
+from .config import ConfigError, print_config_tree, validate_config
 
 log = logging.getLogger(__name__)
 register_resolvers()  # train.yaml's hydra.run.dir uses them: registered before Hydra composes the config
@@ -35,6 +41,8 @@ def build(
     reuse = {}
     if resume_from is not None:
         reuse = {"tokenizer": resume_from["tokenizer"], "label_names": resume_from["hyper_parameters"]["label_names"]}
+    elif rank_zero_only.rank > 0:  # WordPiece training is not deterministic: every DDP rank must use rank 0's
+        reuse = {"tokenizer": rank_zero_tokenizer(Path(cfg.paths.output_dir) / "tokenizer.json")}
     datamodule = instantiate(cfg.data, output_dir=cfg.paths.output_dir, **reuse)
     datamodule.setup("fit")
     model = instantiate(
@@ -51,9 +59,35 @@ def build(
     return datamodule, model, trainer
 
 
+def rank_zero_tokenizer(path: Path, timeout_s: float = 3600.0) -> str:
+    """The tokenizer JSON rank 0 saved in the run folder; waits for it where all ranks start at once
+    (SLURM, torchrun). Lightning's own launcher starts the other ranks after rank 0 has saved it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            text = path.read_text()
+            json.loads(text)  # complete, not half written
+            return text
+        except (OSError, ValueError):
+            if time.monotonic() > deadline:
+                rank = rank_zero_only.rank
+                raise RuntimeError(f"rank {rank}: rank 0 wrote no tokenizer to {path} in {timeout_s:.0f} s") from None
+            time.sleep(1.0)
+
+
+def log_tags(loggers: list[Logger], tags: list[str], notes: str | None) -> None:
+    """Tags and notes as a TensorBoard text entry (they are also in the HPARAMS table and the config)."""
+    text = ", ".join(map(str, tags)) + (f"\n\n{notes}" if notes else "")
+    for lg in loggers:
+        if text and isinstance(lg, TensorBoardLogger):
+            lg.experiment.add_text("run/tags", text)
+
+
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit and test as the config says; returns every logged metric as a float."""
     validate_config(cfg)
+    if rank_zero_only.rank == 0:
+        print_config_tree(cfg, save_to=Path(cfg.paths.output_dir) / "config_tree.log")
     ckpt_path = cfg.get("ckpt_path")
     resume_from = load_checkpoint(ckpt_path) if ckpt_path else None  # a bad path fails here, in a second
     if resume_from is not None:
@@ -63,6 +97,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     datamodule, model, trainer = build(cfg, resume_from)
     config = OmegaConf.to_container(cfg, resolve=True)
     log_hyperparameters(trainer.loggers, config, [*HPARAM_METRICS, cfg.get("optimized_metric")])
+    log_tags(trainer.loggers, list(cfg.get("tags") or []), cfg.get("notes"))
     if cfg.get("train", True):
         trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
@@ -84,16 +119,26 @@ def main(cfg: DictConfig) -> float | None:
     """Hydra task function: train, print the final metrics, return `optimized_metric` for sweepers."""
     try:
         metrics = train(cfg)
-    except ConfigError as err:
-        raise SystemExit(f"config error: {err}") from None
-    except CheckpointError as err:
-        raise SystemExit(f"checkpoint error: {err}") from None
+    except (ConfigError, CheckpointError) as err:
+        kind = "config error" if isinstance(err, ConfigError) else "checkpoint error"
+        if in_sweep():  # an exception, not an exit: the sweep records this job as failed and goes on
+            log.error("%s: %s", kind, err)
+            raise
+        raise SystemExit(f"{kind}: {err}") from None
     except SIGTERMException as stop:  # SIGTERM or Ctrl-C: last.ckpt is saved, the resume command logged
         raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
     print(f"final metrics ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
     name = cfg.get("optimized_metric")
     if name:
         if name not in metrics:
-            raise SystemExit(f"optimized_metric={name!r} was not logged; logged metrics: {sorted(metrics)}")
+            message = f"optimized_metric={name!r} was not logged: use one of {sorted(metrics)}"
+            if in_sweep():
+                raise ConfigError(message)
+            raise SystemExit(f"config error: {message}")
         return metrics[name]
     return None
+
+
+def in_sweep() -> bool:
+    """Whether this is a job of a multirun (grid, Optuna, any launcher), not a single run."""
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
