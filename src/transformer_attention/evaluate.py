@@ -1,0 +1,56 @@
+"""Evaluate a checkpoint: the test split of any dataset, with the checkpoint's own tokenizer and labels.
+
+The same `ClassifierModule.test_step` as training runs, so the metrics (`test/acc`, `test/f1`,
+`test/loss`) are the ones training reported, and they go to TensorBoard in this run's own folder.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import lightning as L
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from .callbacks import log_hyperparameters
+from .checkpoint import CheckpointError, load_module
+from .config import ConfigError, validate_config
+from .train import format_metrics, instantiate_list
+
+log = logging.getLogger(__name__)
+
+TEST_METRICS = ("test/acc", "test/f1", "test/loss")
+
+
+def evaluate(cfg: DictConfig) -> dict[str, float]:
+    """Test `cfg.ckpt_path` on `cfg.data`'s test split; returns every logged metric as a float."""
+    validate_config(cfg)
+    if not cfg.get("ckpt_path"):
+        raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
+    module = load_module(cfg.ckpt_path)
+    if cfg.get("seed") is not None:
+        L.seed_everything(cfg.seed, workers=True)
+    # the checkpoint's vocabulary and label order, not ones retrained on this dataset
+    datamodule = instantiate(
+        cfg.data,
+        output_dir=cfg.paths.output_dir,
+        tokenizer=module.tokenizer_json,
+        label_names=module.hparams.label_names,
+    )
+    callbacks, loggers = instantiate_list(cfg.get("callbacks")), instantiate_list(cfg.get("logger"))
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    log_hyperparameters(trainer.loggers, OmegaConf.to_container(cfg, resolve=True), TEST_METRICS)
+    trainer.test(module, datamodule=datamodule)
+    return {k: float(v) for k, v in trainer.callback_metrics.items()}
+
+
+def main(cfg: DictConfig) -> dict[str, float]:
+    """Hydra task function: evaluate and print the test metrics."""
+    try:
+        metrics = evaluate(cfg)
+    except ConfigError as err:
+        raise SystemExit(f"config error: {err}") from None
+    except CheckpointError as err:
+        raise SystemExit(f"checkpoint error: {err}") from None
+    print(f"test metrics of {cfg.ckpt_path} ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
+    return metrics

@@ -1,0 +1,159 @@
+"""Classify your own sentences with a checkpoint alone, optionally with every layer's attention.
+
+Python API (the `.ckpt` holds the tokenizer, label names and hyperparameters):
+
+    module = ClassifierModule.load_from_checkpoint("outputs/.../checkpoints/last.ckpt")
+    for p in predict(module, ["not bad at all", "a dull, lifeless film"], need_weights=True):
+        print(p.label, p.probabilities, p.tokens, p.attentions[0].shape)  # (H, T, T) per layer
+
+`main` is the `python predict.py` task: texts from `text=`, `texts=[...]`, `text_file=` (`-` is
+stdin); prints one line per text, writes `predictions.jsonl` and, with `save_attention=true`, one
+attention PNG per text and layer (every head in its own panel) in the run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+
+from .checkpoint import CheckpointError, load_module
+from .data.datamodule import collate
+from .data.tokenizer import encode, load_tokenizer
+from .module import ClassifierModule
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Prediction:
+    """One text's prediction; `attentions` (one (H, T, T) tensor per layer, T = len(tokens)) when asked."""
+
+    text: str
+    label: str
+    label_id: int
+    probabilities: dict[str, float]
+    tokens: list[str]
+    attentions: list[torch.Tensor] | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        """JSON-ready: everything but the attention tensors."""
+        d = asdict(self)
+        d.pop("attentions")
+        return d
+
+
+@torch.no_grad()
+def predict(
+    module: ClassifierModule,
+    texts: Sequence[str],
+    need_weights: bool = False,
+    batch_size: int = 64,
+    max_length: int | None = None,
+) -> list[Prediction]:
+    """Classify `texts` with the module's own tokenizer, in eval mode, on the module's device.
+
+    Texts are cut to `max_length` tokens: by default the length the model was trained with (kept in
+    the checkpoint's tokenizer), at most the model's `max_len`.
+    """
+    if isinstance(texts, str):
+        texts = [texts]
+    if not module.tokenizer_json:
+        raise ValueError("this module has no tokenizer: load it from a train.py checkpoint")
+    tok = load_tokenizer(module.tokenizer_json)
+    if max_length is None:
+        trained = (tok.truncation or {}).get("max_length")
+        max_length = min(trained or module.hparams.max_len, module.hparams.max_len)
+    names = list(module.hparams.label_names or range(module.hparams.num_classes))
+    names = [str(n) for n in names]
+    was_training = module.training
+    module.eval()
+    results: list[Prediction] = []
+    for start in range(0, len(texts), batch_size):
+        chunk = list(texts[start : start + batch_size])
+        ids = encode(tok, chunk, max_length)
+        batch = collate([{"input_ids": row, "labels": 0} for row in ids])
+        out = module(
+            batch["input_ids"].to(module.device), batch["attention_mask"].to(module.device), need_weights=need_weights
+        )
+        probs = out.logits.float().softmax(dim=-1).cpu()  # (B, C)
+        for b, (text, row) in enumerate(zip(chunk, ids, strict=True)):
+            T = len(row)
+            k = int(probs[b].argmax())
+            attentions = [layer[b, :, :T, :T].float().cpu() for layer in out.attentions] if need_weights else None
+            results.append(
+                Prediction(
+                    text=text,
+                    label=names[k],
+                    label_id=k,
+                    probabilities={n: float(p) for n, p in zip(names, probs[b].tolist(), strict=True)},
+                    tokens=[tok.id_to_token(int(i)) for i in row],
+                    attentions=attentions,  # each (H, T, T), padding cut off
+                )
+            )
+    module.train(was_training)
+    return results
+
+
+def read_texts(text: str | None = None, texts: Sequence[str] | None = None, text_file: str | None = None) -> list[str]:
+    """All texts given: `text`, then `texts`, then the non-empty lines of `text_file` (`-` = stdin)."""
+    out = ([text] if text else []) + [str(t) for t in (texts or [])]
+    if text_file:
+        if text_file == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            path = Path(text_file).expanduser()
+            if not path.is_file():
+                raise FileNotFoundError(f"text_file={text_file}: {path.resolve()} does not exist")
+            lines = path.read_text(encoding="utf-8").splitlines()
+        out += [line.strip() for line in lines if line.strip()]
+    if not out:
+        raise ValueError('nothing to classify: pass text="...", texts=["...","..."] or text_file=<path> (- for stdin)')
+    return out
+
+
+def save_attention_pngs(pred: Prediction, folder: Path, index: int) -> list[Path]:
+    """One PNG per layer for one prediction: `<folder>/<index>_layer<l>.png`, a panel per head."""
+    from .plotting import save_attention_png
+
+    title = f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {pred.text[:60]}"
+    return [
+        save_attention_png(folder / f"{index:04d}_layer{layer}.png", pred.tokens, weights, f"layer {layer} | {title}")
+        for layer, weights in enumerate(pred.attentions or [])
+    ]
+
+
+def main(cfg: DictConfig) -> list[Prediction]:
+    """Hydra task function: classify the given texts, print them, write predictions.jsonl (and PNGs)."""
+    try:
+        texts = read_texts(cfg.get("text"), cfg.get("texts"), cfg.get("text_file"))
+        if not cfg.get("ckpt_path"):
+            raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
+        module = load_module(cfg.ckpt_path, map_location=cfg.get("device") or "cpu")
+    except (ValueError, FileNotFoundError) as err:
+        raise SystemExit(f"input error: {err}") from None
+    except CheckpointError as err:
+        raise SystemExit(f"checkpoint error: {err}") from None
+    preds = predict(module, texts, need_weights=bool(cfg.save_attention), batch_size=cfg.batch_size,
+                    max_length=cfg.get("max_length"))
+    run = Path(cfg.paths.output_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    with open(run / "predictions.jsonl", "w", encoding="utf-8") as f:
+        for i, p in enumerate(preds):
+            record = p.to_dict()
+            if cfg.save_attention:
+                record["attention_png"] = [str(path) for path in save_attention_pngs(p, run / "attention", i)]
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    for p in preds:
+        probs = "  ".join(f"{name}={prob:.4f}" for name, prob in p.probabilities.items())
+        print(f"{p.label:<12} {probs}  | {p.text}")
+    print(f"predictions: {run / 'predictions.jsonl'}")
+    if cfg.save_attention:
+        print(f"attention maps: {run / 'attention'}")
+    return preds

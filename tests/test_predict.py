@@ -1,0 +1,161 @@
+"""Using a trained model: the predict() API, `python predict.py` and `python evaluate.py` on a
+checkpoint alone, in fresh processes and from another working directory."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, TINY, entry_env, run_dirs, run_entry
+from test_checkpoint import tiny_module
+from test_train import final_metrics
+
+from transformer_attention.checkpoint import load_module
+from transformer_attention.module import ClassifierModule
+from transformer_attention.predict import Prediction, predict, read_texts
+
+SENTENCES = ["the acting was not bad at all", "a dull film", "great fun, but the ending is weak"]
+
+
+# ---- the Python API, no training ----------------------------------------------------------------
+def test_predict_returns_one_consistent_result_per_text():
+    module = tiny_module()
+    preds = predict(module, SENTENCES)
+    assert [p.text for p in preds] == SENTENCES and all(isinstance(p, Prediction) for p in preds)
+    for p in preds:
+        assert sum(p.probabilities.values()) == pytest.approx(1.0, abs=1e-6)
+        assert p.label == max(p.probabilities, key=p.probabilities.get)
+        assert p.label == ["negative", "positive"][p.label_id]
+        assert p.tokens[0] == "[CLS]" and p.attentions is None
+        assert json.loads(json.dumps(p.to_dict()))["label"] == p.label
+
+
+def test_attention_weights_are_per_layer_head_and_real_token():
+    module = tiny_module()
+    (p,) = predict(module, ["not good at all"], need_weights=True)
+    T, H = len(p.tokens), module.hparams.num_heads
+    assert len(p.attentions) == module.hparams.num_layers
+    for weights in p.attentions:
+        assert weights.shape == (H, T, T)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(H, T))  # each query's weights: a distribution
+
+
+def test_batching_and_padding_do_not_change_predictions():
+    module = tiny_module()
+    together = predict(module, SENTENCES, need_weights=True)
+    alone = [predict(module, [s], need_weights=True)[0] for s in SENTENCES]
+    one_by_one = predict(module, SENTENCES, batch_size=1)
+    for a, b, c in zip(together, alone, one_by_one, strict=True):
+        for name in a.probabilities:
+            assert a.probabilities[name] == pytest.approx(b.probabilities[name], abs=1e-6)
+            assert a.probabilities[name] == pytest.approx(c.probabilities[name], abs=1e-6)
+        for wa, wb in zip(a.attentions, b.attentions, strict=True):
+            torch.testing.assert_close(wa, wb)
+
+
+def test_predict_leaves_the_module_mode_and_takes_a_single_string():
+    module = tiny_module().train()
+    (p,) = predict(module, "a dull film")
+    assert module.training and p.text == "a dull film"
+
+
+def test_read_texts_combines_and_explains(tmp_path: Path):
+    f = tmp_path / "reviews.txt"
+    f.write_text("first review\n\n  second review  \n", encoding="utf-8")
+    assert read_texts("one", ["two", "three"], str(f)) == ["one", "two", "three", "first review", "second review"]
+    with pytest.raises(ValueError, match="text_file"):
+        read_texts()
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
+        read_texts(text_file=str(tmp_path / "missing.txt"))
+
+
+# ---- a trained checkpoint ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, dict[str, float]]:
+    """One tiny training run: its run folder and the metrics it printed."""
+    log_dir = tmp_path_factory.mktemp("trained") / "outputs"
+    proc = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}")
+    (run,) = run_dirs(log_dir)
+    return run, final_metrics(proc.stdout)
+
+
+@pytest.mark.slow
+def test_load_from_checkpoint_is_the_python_api(trained):
+    run, _ = trained
+    path = run / "checkpoints" / "last.ckpt"
+    lightning_loaded = ClassifierModule.load_from_checkpoint(path, map_location="cpu")
+    safe_loaded = load_module(path)
+    a, b = predict(lightning_loaded, SENTENCES), predict(safe_loaded, SENTENCES)
+    assert [p.probabilities for p in a] == [p.probabilities for p in b]
+    assert lightning_loaded.hparams.label_names == ["negative", "positive"]
+
+
+@pytest.mark.slow
+def test_predict_entry_from_a_checkpoint_alone(trained, tmp_path: Path):
+    """A fresh process in another directory, with the .ckpt copied away from its run folder."""
+    run, _ = trained
+    ckpt = tmp_path / "model.ckpt"
+    ckpt.write_bytes((run / "checkpoints" / "last.ckpt").read_bytes())
+    log_dir = tmp_path / "outputs"
+    texts = json.dumps(SENTENCES[1:])
+    proc = run_entry("predict.py", f"ckpt_path={ckpt}", f"text={SENTENCES[0]}", f"texts={texts}",
+                     "save_attention=true", f"paths.log_dir={log_dir}", cwd=tmp_path, timeout=120)
+    expected = predict(load_module(ckpt), SENTENCES)
+    for p in expected:
+        line = next(line for line in proc.stdout.splitlines() if line.endswith(f"| {p.text}"))
+        assert line.split()[0] == p.label
+        for name, prob in p.probabilities.items():
+            assert f"{name}={prob:.4f}" in line
+
+    (run_dir,) = run_dirs(log_dir, "predict")
+    records = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in records] == SENTENCES
+    for r, p in zip(records, expected, strict=True):
+        assert r["label"] == p.label and r["tokens"] == p.tokens
+        assert r["probabilities"] == pytest.approx(p.probabilities, abs=1e-6)
+        (png,) = r["attention_png"]  # TINY: one layer
+        assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(list((run_dir / "attention").glob("*.png"))) == len(SENTENCES)
+
+
+@pytest.mark.slow
+def test_predict_entry_reads_stdin(trained, tmp_path: Path):
+    run, _ = trained
+    cmd = [sys.executable, str(ROOT / "predict.py"), f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
+           "text_file=-", f"paths.log_dir={tmp_path / 'outputs'}"]
+    proc = subprocess.run(cmd, input="a dull film\n\nnot bad at all\n", cwd=tmp_path, env=entry_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sum(line.endswith(("| a dull film", "| not bad at all")) for line in proc.stdout.splitlines()) == 2
+
+
+@pytest.mark.slow
+def test_predict_entry_without_text_explains(trained, tmp_path: Path):
+    run, _ = trained
+    proc = run_entry("predict.py", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
+                     f"paths.log_dir={tmp_path / 'outputs'}", cwd=tmp_path, check=False, timeout=120)
+    assert proc.returncode != 0 and "text_file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_evaluate_reproduces_the_training_test_metrics(trained, tmp_path: Path):
+    """train.py tested its best checkpoint; evaluate.py on that file alone prints the same numbers."""
+    run, train_metrics = trained
+    (best,) = (run / "checkpoints").glob("epoch_*.ckpt")
+    training_logs = sorted((run / "tensorboard").iterdir())
+    log_dir = tmp_path / "outputs"
+    data_overrides = [o for o in TINY if o.startswith("data.")]
+    proc = run_entry("evaluate.py", f"ckpt_path={best}", *data_overrides, "trainer.enable_progress_bar=false",
+                     f"paths.log_dir={log_dir}", cwd=tmp_path, timeout=180)
+    block = proc.stdout.split("test metrics of", 1)[1]
+    metrics = {k: float(v) for k, v in re.findall(r"^\s+(\S+)\s+([-\d.eE+]+)$", block, flags=re.M)}
+    for name in ("test/acc", "test/f1", "test/loss"):
+        assert metrics[name] == train_metrics[name], name
+    (run_dir,) = run_dirs(log_dir, "evaluate")  # its own folder; the training run's logs are untouched
+    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    assert sorted((run / "tensorboard").iterdir()) == training_logs
