@@ -13,7 +13,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
 import transformer_attention.train  # noqa: F401 - registers the resolvers train.yaml uses
-from transformer_attention.config import ConfigError, print_config_tree, validate_config
+from transformer_attention.config import ConfigError, print_config_tree, spawn_ddp, validate_config
 
 CONF = ROOT / "conf"
 
@@ -168,3 +168,11 @@ def test_entry_point_config_errors_are_one_message(tmp_path: Path, override, exp
     assert expected in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not list(tmp_path.rglob("*.ckpt")) and not list(tmp_path.rglob("tokenizer.json"))  # no work was done
+
+
+def test_spawn_ddp_switches_only_ddp_launched_by_command_line(conf):
+    ddp_cpu, ddp, cpu = conf("trainer=ddp_cpu").trainer, conf("trainer=ddp").trainer, conf("trainer=cpu").trainer
+    assert spawn_ddp(ddp_cpu) and ddp_cpu.strategy.start_method == "spawn"
+    assert spawn_ddp(ddp) and ddp.strategy == "ddp_spawn"
+    assert not spawn_ddp(cpu) and "strategy" not in cpu
+    assert not spawn_ddp(ddp_cpu)  # already spawned

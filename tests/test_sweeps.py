@@ -227,3 +227,13 @@ def test_ddp_cpu_trains_on_two_processes_like_one_process_on_the_global_batch(tm
     m_two, m_one = final_metrics(two.stdout), final_metrics(one.stdout)
     for key in ("val/loss", "val/acc", "test/loss", "test/acc"):
         assert m_two[key] == pytest.approx(m_one[key], abs=2e-4), key
+
+
+def test_ddp_cpu_in_a_multirun_spawns_its_ranks(tmp_path: Path):
+    """Lightning's default DDP launch re-runs the command line, which in a multirun would start the sweep
+    again in rank 1 and hang: a sweep's DDP jobs spawn their ranks instead."""
+    proc = run_entry("train.py", "-m", "trainer=ddp_cpu", "seed=3", *tiny(), f"paths.log_dir={tmp_path}", timeout=300)
+    assert "MEMBER: 2/2" in proc.stdout + proc.stderr
+    (sweep,) = sweep_dirs(tmp_path)
+    assert_complete_job(sweep / "0")
+    assert "start_method: spawn" in (sweep / "0" / "config_tree.log").read_text()

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from .model.attention import ATTENTION_IMPLS
 from .model.classifier import POOLINGS, POSITIONALS
@@ -285,6 +285,26 @@ def _type_name(hint: Any) -> str:
     if typing.get_origin(hint) is typing.Literal:
         return " | ".join(repr(a) for a in typing.get_args(hint))
     return "None" if hint is type(None) else getattr(hint, "__name__", str(hint))
+
+
+# ---- adjustments ------------------------------------------------------------------------------
+def spawn_ddp(trainer: DictConfig) -> bool:
+    """Switch a DDP trainer config from Lightning's default launch (the other ranks re-run the command
+    line) to spawned ranks; in place, True if changed. In a multirun, re-running the command line would
+    start the whole sweep again in every rank > 0 and hang."""
+    strategy = trainer.get("strategy")
+    with open_dict(trainer):
+        if strategy == "ddp":
+            trainer.strategy = "ddp_spawn"
+            return True
+        if (
+            isinstance(strategy, DictConfig)
+            and str(strategy.get("_target_", "")).endswith("DDPStrategy")
+            and strategy.get("start_method", "popen") == "popen"
+        ):
+            strategy.start_method = "spawn"
+            return True
+    return False
 
 
 # ---- the config tree ------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .callbacks import HPARAM_METRICS, log_hyperparameters
 from .checkpoint import CheckpointError, check_resume, load_checkpoint, register_resolvers
-from .config import ConfigError, print_config_tree, validate_config
+from .config import ConfigError, print_config_tree, spawn_ddp, validate_config
 
 log = logging.getLogger(__name__)
 register_resolvers()  # train.yaml's hydra.run.dir uses them: registered before Hydra composes the config
@@ -86,6 +86,8 @@ def log_tags(loggers: list[Logger], tags: list[str], notes: str | None) -> None:
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit and test as the config says; returns every logged metric as a float."""
     validate_config(cfg)
+    if in_sweep() and spawn_ddp(cfg.trainer):
+        log.info("DDP in a multirun: ranks are spawned (trainer.strategy=%s)", cfg.trainer.strategy)
     if rank_zero_only.rank == 0:
         print_config_tree(cfg, save_to=Path(cfg.paths.output_dir) / "config_tree.log")
     ckpt_path = cfg.get("ckpt_path")
