@@ -101,12 +101,19 @@ def test_chunked_gradcheck_with_dropout():
     assert torch.autograd.gradcheck(f, (q, k, v))
 
 
-def test_chunked_dropout_is_unbiased_and_drops_the_right_fraction():
+@pytest.mark.parametrize("impl", ["math", "chunked"])
+def test_attention_dropout_is_unbiased_and_drops_something(impl: str):
     g = torch.Generator().manual_seed(4)
     q, k, v = (torch.randn(1, 2, 16, 4, generator=g) for _ in range(3))
     v = torch.ones_like(v)  # out = sum of kept weights: 1 without dropout
+
+    def attend():
+        if impl == "math":
+            return scaled_dot_product_attention(q, k, v, dropout=0.25)[0]
+        return chunked_attention(q, k, v, dropout_p=0.25, block_q=8, block_k=8)
+
     torch.manual_seed(0)
-    outs = torch.stack([chunked_attention(q, k, v, dropout_p=0.25, block_q=8, block_k=8) for _ in range(2000)])
+    outs = torch.stack([attend() for _ in range(2000)])
     assert abs(outs.mean().item() - 1.0) < 0.01  # kept weights are scaled by 1 / (1 - p)
     assert outs.std().item() > 0.1  # and something was dropped
 

@@ -1,0 +1,107 @@
+"""Shared helpers for the speed / memory benchmarks: interleaved timing, peak tensor memory,
+the large-matmul FLOP/s ceiling, the machine description, tables and JSON.
+
+Timing is interleaved: every round runs every candidate once, and each candidate's figure is
+its median over rounds, so a burst of load from another process hits all of them alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def machine() -> dict:
+    """What the figures were measured on: CPU model, cores, torch, threads, allocator settings."""
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        model = next(line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name"))
+    except (OSError, subprocess.CalledProcessError, StopIteration):
+        model = platform.processor() or "unknown"
+    env = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_") or k == "LD_PRELOAD"}
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "allocator_env": env,
+        "load_avg_at_start": os.getloadavg()[0],
+    }
+
+
+def interleaved_times(fns: dict[str, Callable[[], object]], rounds: int, warmup: int = 1) -> dict[str, dict]:
+    """Seconds per call of each fn: `warmup` untimed calls each, then `rounds` rounds that call
+    every fn once in turn; returns median, min and all samples per name."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return {
+        name: {"median_s": statistics.median(s), "min_s": min(s), "samples_s": [round(x, 6) for x in s]}
+        for name, s in samples.items()
+    }
+
+
+def peak_memory_bytes(fn: Callable[[], object]) -> int:
+    """Peak bytes of tensor memory allocated by `fn` above what was live when it started.
+
+    Measured with torch.profiler(profile_memory=True): every CPU allocator allocation and free
+    inside `fn` is an event with a signed byte count; the peak is the running sum's maximum.
+    It counts tensors (activations, saved tensors, gradients, temporaries), not the allocator's
+    cached or fragmented pages nor MKL's private scratch buffers.
+    """
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    running = peak = 0
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        running += e.nbytes()
+        peak = max(peak, running)
+    return peak
+
+
+def matmul_flops(dtype: torch.dtype = torch.float32, n: int = 2048, repeats: int = 5) -> float:
+    """FLOP/s of a large (n x n) @ (n x n) matmul: the ceiling the model's GEMMs are held to."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
+    """A fixed-width text table; columns are (key, header, format spec)."""
+    cells = [[header for _, header, _ in columns]]
+    for row in rows:
+        cells.append([("-" if row.get(key) is None else format(row[key], fmt)) for key, _, fmt in columns])
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def write_json(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
