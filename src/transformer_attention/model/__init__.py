@@ -9,12 +9,14 @@ from .attention import (
     scaled_dot_product_attention,
 )
 from .classifier import ClassifierOutput, TransformerClassifier
+from .dropout import Dropout
 from .encoder import TransformerEncoder, TransformerEncoderLayer
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
 __all__ = [
     "ATTENTION_IMPLS",
     "ClassifierOutput",
+    "Dropout",
     "LearnedPositionalEncoding",
     "MultiHeadAttention",
     "SinusoidalPositionalEncoding",

@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .dropout import dropout_threshold, keep_mask
+
 ATTENTION_IMPLS = ("math", "sdpa", "chunked")
 # elements in one (B, H, bq, bk) score tile of the chunked path: 4 MiB in fp32, so a tile and
 # its temporaries stay in cache and under glibc's 32 MiB mmap threshold (no page-fault storms)
@@ -80,8 +82,8 @@ def _math_attention(q, k, v, mask4, dropout, zero_weights: bool):
     if isinstance(dropout, nn.Module):
         p = dropout(weights)
     elif dropout:
-        threshold, keep_scale = _dropout_threshold(dropout)
-        p = weights * _keep(weights.shape, threshold, _generator(weights.device, _new_seed()))
+        threshold, keep_scale = dropout_threshold(dropout)
+        p = weights * keep_mask(weights.shape, threshold, device=weights.device)
     out = p @ v  # (B, H, Tq, Dk)
     if keep_scale != 1.0:
         out = out * keep_scale  # dropout's 1 / (1 - p), on the (.., Tq, Dk) side rather than T x T
@@ -137,22 +139,6 @@ def _scores(q_i, k_j, bias_ij, acc_dtype) -> torch.Tensor:
     return s if bias_ij is None else s.add_(bias_ij)
 
 
-def _keep(shape: torch.Size, threshold: int, gen: torch.Generator) -> torch.Tensor:
-    """One tile's dropout mask, True = kept, drawn from `gen`: each 31-bit draw gives two 15-bit
-    numbers, each kept when >= threshold (drop probability threshold / 2^15). Twice as many
-    decisions per draw as bernoulli_, which costs 2.5x more on this CPU."""
-    n = shape.numel()
-    bits = torch.empty((n + 1) // 2, dtype=torch.int32, device=gen.device).random_(generator=gen)
-    low, high = bits & 0x7FFF, bits[: n - bits.numel()] >> 16  # random_ on int32 gives [0, 2^31)
-    return torch.cat((low >= threshold, high >= threshold)).view(shape)
-
-
-def _dropout_threshold(p: float) -> tuple[int, float]:
-    """p rounded to a multiple of 2^-15 (0.1 -> 0.100006) as _keep's threshold, and 1 / (1 - p)."""
-    threshold = round(p * 2**15)
-    return threshold, 1.0 / (1.0 - threshold / 2**15)
-
-
 def _new_seed() -> int:
     """A seed for one call's dropout, drawn from torch's global RNG (so torch.manual_seed rules)."""
     return int(torch.randint(0, 2**62, (1,)))
@@ -185,7 +171,7 @@ class _ChunkedAttention(torch.autograd.Function):
         lse = q.new_empty(B, H, Tq, 1, dtype=acc_dtype)  # log-sum-exp of each row's scores
         seed = _new_seed() if dropout_p > 0 else 0
         gen = _generator(q.device, seed) if dropout_p > 0 else None
-        threshold, keep_scale = _dropout_threshold(dropout_p)
+        threshold, keep_scale = dropout_threshold(dropout_p)
         bb, bq, bk = blocks
         for b in _spans(B, bb):
             for i in _spans(Tq, bq):
@@ -202,7 +188,7 @@ class _ChunkedAttention(torch.autograd.Function):
                     p = s.sub_(shift).exp_()  # (bb, H, bq, bk) unnormalised weights
                     p_sum = p.sum(dim=-1, keepdim=True)
                     if gen is not None:
-                        p.mul_(_keep(p.shape, threshold, gen))  # dropout after the row sum ...
+                        p.mul_(keep_mask(p.shape, threshold, gen))  # dropout after the row sum ...
                     pv = (p.to(v.dtype) @ v_j).to(acc_dtype)  # (bb, H, bq, Dk)
                     if gen is not None:
                         pv.mul_(keep_scale)  # ... and its 1 / (1 - p) on the small side
@@ -233,7 +219,7 @@ class _ChunkedAttention(torch.autograd.Function):
         dk = q.new_zeros(B, Tk, H, Dk, dtype=acc_dtype).transpose(1, 2)  # (B, H, Tk, Dk)
         dv = q.new_zeros(B, Tk, H, Dk, dtype=acc_dtype).transpose(1, 2)  # (B, H, Tk, Dk)
         gen = _generator(q.device, ctx.seed) if ctx.dropout_p > 0 else None
-        threshold, keep_scale = _dropout_threshold(ctx.dropout_p)
+        threshold, keep_scale = dropout_threshold(ctx.dropout_p)
         bb, bq, bk = ctx.blocks
         for b in _spans(B, bb):
             for i in _spans(Tq, bq):
@@ -249,7 +235,7 @@ class _ChunkedAttention(torch.autograd.Function):
                     dp = (do_i @ v_j.transpose(-2, -1)).to(acc_dtype)  # (bb, H, bq, bk)
                     p_drop = p
                     if gen is not None:
-                        keep = _keep(p.shape, threshold, gen)  # the forward's mask, replayed
+                        keep = keep_mask(p.shape, threshold, gen)  # the forward's mask, replayed
                         p_drop = p * keep
                         dp.mul_(keep)
                     dv[bj] += p_drop.to(v.dtype).transpose(-2, -1) @ do_i  # (bb, H, bk, Dk)

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import MultiHeadAttention, expand_mask
+from .dropout import Dropout
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
@@ -41,9 +42,10 @@ class TransformerEncoderLayer(nn.Module):
         self.linear2 = nn.Linear(dim_feedforward, d_model)
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)  # inside the feed-forward block
-        self.dropout1 = nn.Dropout(dropout)  # on the attention block's output
-        self.dropout2 = nn.Dropout(dropout)  # on the feed-forward block's output
+        # nn.Dropout's behaviour at half the random numbers (dropout.py)
+        self.dropout = Dropout(dropout)  # inside the feed-forward block
+        self.dropout1 = Dropout(dropout)  # on the attention block's output
+        self.dropout2 = Dropout(dropout)  # on the feed-forward block's output
         self.activation = ACTIVATIONS[activation]
         self.norm_first = norm_first
 

@@ -1,0 +1,50 @@
+"""Dropout from half the random numbers: each 31-bit draw decides two elements.
+
+On this CPU `bernoulli_` (what nn.Dropout draws with) costs about 5 ns an element and the
+random draw itself about 2 ns, so splitting one draw into two 15-bit numbers makes dropout
+2.5x cheaper. The drop probability is rounded to a multiple of 2^-15 (0.1 -> 0.100006) and the
+kept elements are scaled by the exact 1 / (1 - p) of that rounded p, so it stays unbiased.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def dropout_threshold(p: float) -> tuple[int, float]:
+    """p as keep_mask's threshold (p rounded to a multiple of 2^-15) and the matching 1 / (1 - p)."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability p={p} must be in [0, 1)")
+    threshold = round(p * 2**15)
+    return threshold, 1.0 / (1.0 - threshold / 2**15)
+
+
+def keep_mask(
+    shape: torch.Size, threshold: int, generator: torch.Generator | None = None, device: torch.device | None = None
+) -> torch.Tensor:
+    """A bool tensor of `shape`, True (keep) with probability 1 - threshold / 2^15, drawn from
+    `generator` (torch's default one when None): the same generator state gives the same mask."""
+    n = shape.numel()
+    device = generator.device if generator is not None else device
+    bits = torch.empty((n + 1) // 2, dtype=torch.int32, device=device).random_(generator=generator)
+    low, high = bits & 0x7FFF, bits[: n - bits.numel()] >> 16  # int32 random_ draws from [0, 2^31)
+    return torch.cat((low >= threshold, high >= threshold)).view(shape)
+
+
+class Dropout(nn.Module):
+    """nn.Dropout's behaviour (zero with probability p in training, scale the rest by 1 / (1 - p),
+    identity in eval) at half the random numbers."""
+
+    def __init__(self, p: float = 0.1) -> None:
+        super().__init__()
+        self.p = p
+        self.threshold, self.scale = dropout_threshold(p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.threshold == 0:
+            return x
+        return (x * keep_mask(x.shape, self.threshold, device=x.device)).mul_(self.scale)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
