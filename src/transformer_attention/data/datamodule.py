@@ -82,7 +82,7 @@ class ReviewDataModule(L.LightningDataModule):
         vocab_size: int = 8000,
         min_frequency: int = 2,
         val_fraction: float = 0.1,
-        split_seed: int = 0,
+        split_seed: int = 42,
         seed: int = 0,
         num_workers: int = 0,
         toy_size: int = 4000,
@@ -128,6 +128,7 @@ class ReviewDataModule(L.LightningDataModule):
             cols["label"] = ids[split]
         if "validation" not in raw:
             raw["validation"] = self._carve_validation(raw["train"])
+        raw = {split: raw[split] for split in ("train", "validation", "test") if split in raw}
         if self.scrub_pii:
             for split, cols in raw.items():
                 cols["text"], counts = scrub_pii(cols["text"])
@@ -212,7 +213,8 @@ class ReviewDataModule(L.LightningDataModule):
                 save_tokenizer(self.tokenizer, Path(self.output_dir) / "tokenizer.json")
                 (Path(self.output_dir) / "label_names.json").write_text(json.dumps(self.label_names) + "\n")
             sizes = {k: len(v["text"]) for k, v in self.raw.items()}
-            log.info("data %s: %s, classes %s, vocab %d", self.name, sizes, self.label_names, self.vocab_size)
+            source = self.path or self.data_files or self.name
+            log.info("data %s: %s, classes %s, vocab %d", source, sizes, self.label_names, self.vocab_size)
         wanted = {"test": ["test"], "predict": ["test"], "validate": ["validation"]}.get(stage or "fit", list(self.raw))
         for split in wanted:
             if split not in self.splits and split in self.raw:

@@ -8,6 +8,7 @@ saved tokenizer scrubs whatever text it is given later, at predict time included
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -81,9 +82,12 @@ def _with_special_tokens(tok: Tokenizer, special: list[str | AddedToken]) -> Tok
 
 
 def save_tokenizer(tok: Tokenizer, path: str | Path) -> Path:
+    """Write `tokenizer.json` atomically (other DDP ranks may be waiting to read it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tok.save(str(path))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tok.save(str(tmp))
+    os.replace(tmp, path)
     return path
 
 
