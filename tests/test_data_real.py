@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 
 import pytest
-from conftest import SHARED_DATA, TINY, run_entry
+from conftest import ROOT, SHARED_DATA, TINY, entry_env, run_entry
 
 from transformer_attention.data import ReviewDataModule
 
@@ -49,8 +51,11 @@ def test_imdb_has_a_carved_validation_split_and_the_test_split_apart():
 
 
 def test_offline_hub_name_fails_at_once_with_the_local_fix(tmp_path):
+    # an empty HF cache: where imdb is cached the load would succeed and a real training would start
+    env = {**entry_env(), "HF_HOME": str(tmp_path / "hf"), "HF_DATASETS_CACHE": str(tmp_path / "hf" / "datasets")}
+    cmd = [sys.executable, str(ROOT / "train.py"), *TINY_REAL, "data=imdb", f"paths.log_dir={tmp_path}"]
     start = time.monotonic()
-    proc = run_entry("train.py", *TINY_REAL, "data=imdb", f"paths.log_dir={tmp_path}", check=False)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and time.monotonic() - start < 60
     err = proc.stderr
     assert "data.name='stanfordnlp/imdb' could not be loaded from the Hugging Face hub" in err
