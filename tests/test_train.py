@@ -60,3 +60,11 @@ def test_two_runs_never_share_a_folder(tiny_overrides, tmp_path: Path):
         run_entry("train.py", *tiny_overrides, "trainer.fast_dev_run=true")
     runs = run_dirs(tmp_path / "outputs")
     assert len(runs) == 2 and runs[0] != runs[1]
+
+
+def test_data_error_is_one_clear_line(tiny_overrides, tmp_path: Path):
+    overrides = [o for o in tiny_overrides if not o.startswith("data.")]
+    proc = run_entry("train.py", *overrides, "data=rotten_tomatoes", f"data.path={tmp_path / 'nope'}", check=False)
+    assert proc.returncode != 0
+    assert "data error" in proc.stderr and "nope" in proc.stderr
+    assert "Traceback" not in proc.stderr

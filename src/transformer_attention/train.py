@@ -21,8 +21,11 @@ from omegaconf import DictConfig, OmegaConf
 from .callbacks import HPARAM_METRICS, log_hyperparameters
 from .checkpoint import CheckpointError, check_resume, load_checkpoint, register_resolvers
 from .config import ConfigError, print_config_tree, spawn_ddp, validate_config
+from .data.sources import DataError
 
 log = logging.getLogger(__name__)
+# bad input the user can fix: one line on stderr naming the value and the fix, no traceback
+ERROR_KINDS = ((ConfigError, "config error"), (CheckpointError, "checkpoint error"), (DataError, "data error"))
 register_resolvers()  # train.yaml's hydra.run.dir uses them: registered before Hydra composes the config
 
 
@@ -121,8 +124,8 @@ def main(cfg: DictConfig) -> float | None:
     """Hydra task function: train, print the final metrics, return `optimized_metric` for sweepers."""
     try:
         metrics = train(cfg)
-    except (ConfigError, CheckpointError) as err:
-        kind = "config error" if isinstance(err, ConfigError) else "checkpoint error"
+    except (ConfigError, CheckpointError, DataError) as err:
+        kind = next(k for t, k in ERROR_KINDS if isinstance(err, t))
         if in_sweep():  # an exception, not an exit: the sweep records this job as failed and goes on
             log.error("%s: %s", kind, err)
             raise
