@@ -205,3 +205,36 @@ def test_chunked_and_sdpa_memory_is_far_below_one_score_matrix():
     assert peak_bytes(step("math")) > 2 * score_bytes  # the measure sees T x T tensors when there are some
     for impl in ("chunked", "sdpa"):
         assert peak_bytes(step(impl)) < score_bytes / 4, impl
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+def test_a_layer_computing_only_the_first_rows_matches_the_full_layer(norm_first: bool, impl: str):
+    from transformer_attention.model import TransformerEncoderLayer
+
+    torch.manual_seed(9)
+    layer = TransformerEncoderLayer(12, 3, 24, dropout=0.0, norm_first=norm_first, attention_impl=impl).double()
+    x = torch.randn(3, 9, 12, dtype=torch.float64)
+    for name, mask in masks(3, 9, 9).items():
+        full, _ = layer(x, mask=mask)
+        for rows in (1, 4):
+            part, _ = layer(x, mask=mask, rows=rows)
+            assert part.shape == (3, rows, 12)
+            torch.testing.assert_close(part, full[:, :rows], atol=1e-12, rtol=0, msg=f"{name} mask, {rows} rows")
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cls_pooling_logits_are_the_same_with_and_without_the_full_last_layer(norm_first: bool):
+    """need_weights=True computes every row of the last layer, False only [CLS]: same logits and gradients."""
+    torch.manual_seed(10)
+    model = TransformerClassifier(50, 3, 16, 2, 2, 32, 32, dropout=0.0, norm_first=norm_first).double()
+    tokens = torch.randint(3, 50, (4, 10))
+    tokens[:, 0] = 2
+    tokens[2:, 6:] = 0
+    cls_only = model(tokens).logits
+    grads_cls = torch.autograd.grad(cls_only.sum(), list(model.parameters()))
+    full = model(tokens, need_weights=True).logits
+    grads_full = torch.autograd.grad(full.sum(), list(model.parameters()))
+    torch.testing.assert_close(cls_only, full, atol=1e-12, rtol=0)
+    for a, b in zip(grads_cls, grads_full, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)

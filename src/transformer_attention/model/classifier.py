@@ -73,7 +73,10 @@ class TransformerClassifier(nn.Module):
             mask = padding_mask(tokens, self.pad_id)  # (B, T)
         x = self.embedding(tokens) * math.sqrt(self.d_model)  # (B, T, D)
         x = self.pos_encoder(x)
-        x, attentions = self.encoder(x, mask=mask, need_weights=need_weights)  # (B, T, D)
+        # [CLS] pooling reads one row of the last layer: compute that row alone there (the maps
+        # for need_weights want every row)
+        last_rows = 1 if self.pooling == "cls" and not need_weights else None
+        x, attentions = self.encoder(x, mask=mask, need_weights=need_weights, last_rows=last_rows)  # (B, T|1, D)
         if self.pooling == "cls":
             pooled = x[:, 0]  # (B, D): the [CLS] token
         else:

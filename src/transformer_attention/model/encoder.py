@@ -49,25 +49,40 @@ class TransformerEncoderLayer(nn.Module):
         self.activation = ACTIVATIONS[activation]
         self.norm_first = norm_first
 
-    def _sa_block(self, x: torch.Tensor, mask: torch.Tensor | None, need_weights: bool):
-        out, weights = self.self_attn(x, x, x, mask=mask, need_weights=need_weights)
+    def _sa_block(self, query: torch.Tensor, x: torch.Tensor, mask: torch.Tensor | None, need_weights: bool):
+        out, weights = self.self_attn(query, x, x, mask=mask, need_weights=need_weights)
         return self.dropout1(out), weights
 
     def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
     def forward(
-        self, src: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+        self,
+        src: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        rows: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """src (B, T, D) -> (B, T, D), and weights (B, H, T, T) when asked."""
+        """src (B, T, D) -> (B, T, D), and weights (B, H, T, T) when asked.
+
+        `rows`: compute only the first `rows` positions' outputs, (B, rows, D), still attending
+        to every key; a classifier's last layer needs the [CLS] row alone.
+        """
         x = src
+        if rows is not None:
+            B, T, _ = src.shape
+            mask = expand_mask(mask, B, T, T)  # (B|1, 1|H, T|1, T)
+            if mask is not None and mask.shape[-2] > 1:
+                mask = mask[..., :rows, :]  # (B|1, 1|H, rows, T)
         if self.norm_first:
-            sa, weights = self._sa_block(self.norm1(x), mask, need_weights)
-            x = x + sa
+            h = self.norm1(x)
+            sa, weights = self._sa_block(h if rows is None else h[:, :rows], h, mask, need_weights)
+            x = (x if rows is None else x[:, :rows]) + sa
             x = x + self._ff_block(self.norm2(x))
         else:
-            sa, weights = self._sa_block(x, mask, need_weights)
-            x = self.norm1(x + sa)
+            q = x if rows is None else x[:, :rows]  # (B, rows, D)
+            sa, weights = self._sa_block(q, x, mask, need_weights)
+            x = self.norm1(q + sa)
             x = self.norm2(x + self._ff_block(x))
         return x, weights
 
@@ -81,14 +96,22 @@ class TransformerEncoder(nn.Module):
         self.norm = norm
 
     def forward(
-        self, src: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+        self,
+        src: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        last_rows: int | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
-        """src (B, T, D) -> (B, T, D), and one (B, H, T, T) weight tensor per layer when asked."""
+        """src (B, T, D) -> (B, T, D), and one (B, H, T, T) weight tensor per layer when asked.
+
+        `last_rows`: the last layer computes only the first `last_rows` positions, (B, last_rows, D).
+        """
         B, T, _ = src.shape
         mask = expand_mask(mask, B, T, T)  # once per batch, not once per layer: (B|1, 1|H, T|1, T)
         x, attentions = src, []
-        for layer in self.layers:
-            x, weights = layer(x, mask=mask, need_weights=need_weights)
+        for i, layer in enumerate(self.layers):
+            rows = last_rows if i == len(self.layers) - 1 else None
+            x, weights = layer(x, mask=mask, need_weights=need_weights, rows=rows)
             attentions.append(weights)
         if self.norm is not None:
             x = self.norm(x)
