@@ -85,7 +85,9 @@ def test_interrupt_keeps_last_ckpt_and_resume_continues_the_same_run(signum: int
     assert f"ckpt_path={last}" in stopped.stdout + stopped.stderr  # says how to resume
     ckpt = torch.load(last, weights_only=True)  # usable, and plain data
     assert 0 < ckpt["global_step"] < EPOCHS * BATCHES
-    first_config = (run / ".hydra" / "config.yaml").read_text()
+    # all the first run wrote, but the checkpoints (they go on) and its log (appended to)
+    written = {f: f.read_bytes() for f in run.rglob("*") if f.is_file() and f.parent.name != "checkpoints"}
+    log_before = written.pop(run / "train.log")
     steps_before = logged_steps(run)
     assert steps_before == list(range(ckpt["global_step"]))
 
@@ -96,8 +98,9 @@ def test_interrupt_keeps_last_ckpt_and_resume_continues_the_same_run(signum: int
     end = torch.load(last, weights_only=True)
     assert end["epoch"] == EPOCHS - 1 and end["global_step"] == EPOCHS * BATCHES
     assert logged_steps(run) == list(range(EPOCHS * BATCHES))  # one TensorBoard run: no gap, no repeat
-    assert (run / ".hydra" / "config.yaml").read_text() == first_config  # the first config is kept
-    (resume_config,) = (run / ".hydra").glob("resume_*/config.yaml")
+    assert {f: f.read_bytes() for f in written} == written  # nothing lost or overwritten
+    assert (run / "train.log").read_bytes().startswith(log_before)
+    (resume_config,) = (run / ".hydra").glob("resume_*/config.yaml")  # the resumed run's config: beside
     assert "ckpt_path" in resume_config.read_text()
 
 

@@ -127,6 +127,12 @@ def run_dir_of(ckpt_path: str | Path | None) -> Path | None:
     return None
 
 
+def resumed_in_place(ckpt_path: str | Path | None, output_dir: str | Path) -> bool:
+    """Whether this run resumes `ckpt_path` inside the run folder that wrote it (train.yaml's hydra.run.dir)."""
+    run = run_dir_of(ckpt_path)
+    return run is not None and run == Path(output_dir).resolve()
+
+
 def run_overrides_hint(ckpt_path: str | Path) -> str:
     """The overrides the checkpoint's run was started with, as recorded in `<run>/.hydra/overrides.yaml`."""
     run = run_dir_of(ckpt_path)

@@ -19,7 +19,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from .callbacks import HPARAM_METRICS, log_hyperparameters
-from .checkpoint import CheckpointError, check_resume, load_checkpoint, register_resolvers
+from .checkpoint import CheckpointError, check_resume, load_checkpoint, register_resolvers, resumed_in_place
 from .config import ConfigError, print_config_tree, spawn_ddp, validate_config
 from .data.sources import DataError
 
@@ -41,12 +41,15 @@ def build(
 ) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
     """Data first (the model's vocab size, classes and tokenizer come from it), then the rest.
     A resumed run reuses the checkpoint's tokenizer and label names, so its vocabulary cannot drift."""
-    reuse = {}
+    reuse: dict[str, Any] = {"output_dir": cfg.paths.output_dir}
     if resume_from is not None:
-        reuse = {"tokenizer": resume_from["tokenizer"], "label_names": resume_from["hyper_parameters"]["label_names"]}
+        reuse["tokenizer"] = resume_from["tokenizer"]
+        reuse["label_names"] = resume_from["hyper_parameters"]["label_names"]
+        if resumed_in_place(cfg.get("ckpt_path"), cfg.paths.output_dir):
+            reuse["output_dir"] = None  # the folder keeps the first run's tokenizer.json and label_names.json
     elif rank_zero_only.rank > 0:  # WordPiece training is not deterministic: every DDP rank must use rank 0's
-        reuse = {"tokenizer": rank_zero_tokenizer(Path(cfg.paths.output_dir) / "tokenizer.json")}
-    datamodule = instantiate(cfg.data, output_dir=cfg.paths.output_dir, **reuse)
+        reuse["tokenizer"] = rank_zero_tokenizer(Path(cfg.paths.output_dir) / "tokenizer.json")
+    datamodule = instantiate(cfg.data, **reuse)
     datamodule.setup("fit")
     model = instantiate(
         cfg.model,
@@ -92,7 +95,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if in_sweep() and spawn_ddp(cfg.trainer):
         log.info("DDP in a multirun: ranks are spawned (trainer.strategy=%s)", cfg.trainer.strategy)
     if rank_zero_only.rank == 0:
-        print_config_tree(cfg, save_to=Path(cfg.paths.output_dir) / "config_tree.log")
+        # a run resumed in its own folder keeps the first run's files: its tree goes beside its .hydra/resume_*/
+        tree_dir = Path(cfg.paths.output_dir)
+        if resumed_in_place(cfg.get("ckpt_path"), tree_dir):
+            tree_dir = tree_dir / HydraConfig.get().output_subdir
+        print_config_tree(cfg, save_to=tree_dir / "config_tree.log")
     ckpt_path = cfg.get("ckpt_path")
     resume_from = load_checkpoint(ckpt_path) if ckpt_path else None  # a bad path fails here, in a second
     if resume_from is not None:
