@@ -173,10 +173,11 @@ def resume_command(ckpt_path: str | Path) -> str:
 class SaveOnInterrupt(Callback):
     """On Ctrl-C or SIGTERM during fit, save `last.ckpt` beside the other checkpoints and say how to resume.
 
-    Both stop where Lightning stops for SIGTERM: after a training batch is stepped and logged. The
-    first Ctrl-C only asks for that stop (a second one stops at once), so the checkpoint holds one
-    consistent step and the resumed run continues the global step and the TensorBoard curves
-    without a gap or a repeat. Other exceptions leave `last.ckpt` as it was.
+    Both stop where Lightning stops for SIGTERM: after a training batch is stepped and logged (or
+    after a validation batch; that validation is not redone on resume). The first Ctrl-C only asks
+    for that stop (a second one stops at once), so the checkpoint holds one consistent step and the
+    resumed run continues the global step and the TensorBoard curves without a gap or a repeat.
+    Other exceptions leave `last.ckpt` as it was.
     """
 
     def __init__(self) -> None:
