@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 
 import torch
-from common import RESULTS, interleaved_times, machine, peak_memory_bytes, table, write_json
+from common import RESULTS, interleaved_times, machine, peak_memory_bytes, set_threads, table, write_json
 from torch import nn
 
 from transformer_attention.model import MultiHeadAttention
@@ -68,8 +68,10 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--dropout", type=float, default=0.0, help="attention-weight dropout, all candidates")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: one per core)")
     parser.add_argument("--json", default=str(RESULTS / "attention.json"))
     args = parser.parse_args()
+    set_threads(args.threads)
 
     mods = make_modules(args.d_model, args.heads, args.dropout)
     for m in mods.values():
@@ -85,7 +87,8 @@ def main() -> None:
         for name in IMPLS:
             t = times[name]["median_s"]
             rows.append({
-                "seq": T, "impl": name, "ms": 1e3 * t, "peak_mib": mem[name] / 2**20,
+                "seq": T, "impl": name, "ms": 1e3 * t, "cpu_ms": 1e3 * times[name]["median_cpu_s"],
+                "peak_mib": mem[name] / 2**20,
                 "speed_vs_torch": times["torch"]["median_s"] / t,
                 "speed_vs_math": times["math"]["median_s"] / t,
                 "mem_vs_math": mem[name] / mem["math"],

@@ -44,20 +44,32 @@ def machine() -> dict:
 
 def interleaved_times(fns: dict[str, Callable[[], object]], rounds: int, warmup: int = 1) -> dict[str, dict]:
     """Seconds per call of each fn: `warmup` untimed calls each, then `rounds` rounds that call
-    every fn once in turn; returns median, min and all samples per name."""
+    every fn once in turn; returns per name the median and min wall time, the median process CPU
+    time (all threads; less sensitive to other processes than wall time), and the samples."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
-    samples: dict[str, list[float]] = {name: [] for name in fns}
+    wall: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             fn()
-            samples[name].append(time.perf_counter() - start)
+            wall[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
     return {
-        name: {"median_s": statistics.median(s), "min_s": min(s), "samples_s": [round(x, 6) for x in s]}
-        for name, s in samples.items()
+        name: {
+            "median_s": statistics.median(w), "min_s": min(w), "median_cpu_s": statistics.median(cpu[name]),
+            "samples_s": [round(x, 6) for x in w],
+        }
+        for name, w in wall.items()
     }
+
+
+def set_threads(threads: int | None) -> None:
+    """torch's intra-op threads for this run (default: torch's own choice, one per core)."""
+    if threads:
+        torch.set_num_threads(threads)
 
 
 def peak_memory_bytes(fn: Callable[[], object]) -> int:
@@ -78,16 +90,11 @@ def peak_memory_bytes(fn: Callable[[], object]) -> int:
     return peak
 
 
-def matmul_flops(dtype: torch.dtype = torch.float32, n: int = 2048, repeats: int = 5) -> float:
-    """FLOP/s of a large (n x n) @ (n x n) matmul: the ceiling the model's GEMMs are held to."""
+def matmul_step(dtype: torch.dtype = torch.float32, n: int = 2048) -> tuple[Callable[[], object], int]:
+    """A large (n x n) @ (n x n) matmul and its FLOPs: the ceiling the model's GEMMs are held to.
+    Time it among the candidates (interleaved_times) so that it sees the same load they do."""
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best
+    return (lambda: a @ b), 2 * n**3
 
 
 def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
