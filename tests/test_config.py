@@ -176,3 +176,28 @@ def test_spawn_ddp_switches_only_ddp_launched_by_command_line(conf):
     assert spawn_ddp(ddp) and ddp.strategy == "ddp_spawn"
     assert not spawn_ddp(cpu) and "strategy" not in cpu
     assert not spawn_ddp(ddp_cpu)  # already spawned
+
+
+def test_config_choices_are_the_models_own():
+    from transformer_attention import config
+    from transformer_attention.model.attention import ATTENTION_IMPLS
+    from transformer_attention.model.classifier import POOLINGS, POSITIONALS
+    from transformer_attention.model.encoder import ACTIVATIONS
+
+    assert config.ATTENTION_IMPLS == ATTENTION_IMPLS and config.POOLINGS == POOLINGS
+    assert set(config.POSITIONALS) == set(POSITIONALS) and set(config.ACTIVATIONS) == set(ACTIVATIONS)
+
+
+def test_value_checks_import_no_torch():
+    """What the entry point runs before a bad value fails: no torch, no Lightning (seconds saved)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from omegaconf import OmegaConf; import transformer_attention.config as c\n"
+        "cfg = OmegaConf.create({'model': {'d_model': 30, 'num_heads': 4}})\n"
+        "try:\n    c.check_values(cfg)\nexcept c.ConfigError as e:\n    print(e)\n"
+        "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "model.d_model=30" in out and out.strip().endswith("[]")

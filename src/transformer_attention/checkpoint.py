@@ -25,6 +25,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import OmegaConf
 
 from .module import ClassifierModule
+from .runs import run_dir_of
 
 log = logging.getLogger(__name__)
 
@@ -116,17 +117,6 @@ def _nearby(p: Path) -> str:
 
 
 # ---- resuming in the run's own folder -------------------------------------------------------
-def run_dir_of(ckpt_path: str | Path | None) -> Path | None:
-    """The run folder `<run>` of a checkpoint at `<run>/checkpoints/*.ckpt`, if it is a Hydra run folder."""
-    if not ckpt_path:
-        return None
-    p = Path(str(ckpt_path)).expanduser().resolve()
-    run = p.parent.parent
-    if p.is_file() and p.parent.name == "checkpoints" and (run / ".hydra").is_dir():
-        return run
-    return None
-
-
 def resumed_in_place(ckpt_path: str | Path | None, output_dir: str | Path) -> bool:
     """Whether this run resumes `ckpt_path` inside the run folder that wrote it (train.yaml's hydra.run.dir)."""
     run = run_dir_of(ckpt_path)
@@ -141,21 +131,6 @@ def run_overrides_hint(ckpt_path: str | Path) -> str:
         return "no recorded overrides found next to the checkpoint"
     args = [o for o in OmegaConf.load(overrides) if not str(o).startswith("ckpt_path=")]
     return f"{overrides}: {' '.join(shlex.quote(str(a)) for a in args) or 'none'}"
-
-
-def _resume_dir(ckpt_path: Any, default: str) -> str:
-    run = run_dir_of(ckpt_path)
-    return str(run) if run else default
-
-
-def _resume_subdir(ckpt_path: Any, resumed: str, default: str) -> str:
-    return resumed if run_dir_of(ckpt_path) else default
-
-
-def register_resolvers() -> None:
-    """`${resume_dir:ckpt,default}` and `${resume_subdir:ckpt,resumed,default}` for `hydra.run` in train.yaml."""
-    OmegaConf.register_new_resolver("resume_dir", _resume_dir, replace=True)
-    OmegaConf.register_new_resolver("resume_subdir", _resume_subdir, replace=True)
 
 
 def resume_command(ckpt_path: str | Path) -> str:

@@ -18,9 +18,14 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
-from .model.attention import ATTENTION_IMPLS
-from .model.classifier import POOLINGS, POSITIONALS
-from .model.encoder import ACTIVATIONS
+from .runs import in_sweep
+
+# The model's choices, spelled out so that checking a config imports no torch (a bad value then
+# fails in about a second); tests/test_config.py checks they equal the model's own constants.
+ATTENTION_IMPLS = ("math", "sdpa", "chunked")
+POOLINGS = ("cls", "mean")
+POSITIONALS = ("sinusoidal", "learned")
+ACTIVATIONS = ("relu", "gelu")
 
 HYDRA_KEYS = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
 _UNSET = object()
@@ -32,6 +37,24 @@ class ConfigError(ValueError):
 
 def validate_config(cfg: DictConfig) -> None:
     """Raise ConfigError on the first impossible value in `cfg` (a whole or partial config)."""
+    check_values(cfg)
+    for key, node in _target_nodes(cfg):
+        _check_target_node(key, node)
+
+
+def check_values_or_exit(cfg: DictConfig) -> None:
+    """The entry points' first step, before torch is imported: a bad value ends a single run with one
+    line on stderr; in a sweep it raises, so the sweep records the job as failed and goes on."""
+    try:
+        check_values(cfg)
+    except ConfigError as err:
+        if in_sweep():
+            raise
+        raise SystemExit(f"config error: {err}") from None
+
+
+def check_values(cfg: DictConfig) -> None:
+    """The explicit rules: sizes, fractions, choices, divisibility (no imports of the classes)."""
     model, data = cfg.get("model"), cfg.get("data")
     if model is not None:
         _check_model(model)
@@ -50,8 +73,6 @@ def validate_config(cfg: DictConfig) -> None:
     if tags is not _UNSET and tags is not None:
         if not isinstance(tags, list | tuple) or not all(isinstance(t, str | int | float) for t in tags):
             raise ConfigError(f"tags={tags!r} must be a list of words: e.g. tags=[baseline,heads8]")
-    for key, node in _target_nodes(cfg):
-        _check_target_node(key, node)
 
 
 # ---- explicit rules -------------------------------------------------------------------------
@@ -69,8 +90,8 @@ def _check_model(model: DictConfig) -> None:
     _fraction(model, "model", "label_smoothing")
     _choice(model, "model", "pooling", POOLINGS)
     _choice(model, "model", "attention_impl", ATTENTION_IMPLS)
-    _choice(model, "model", "positional", tuple(POSITIONALS))
-    _choice(model, "model", "activation", tuple(ACTIVATIONS))
+    _choice(model, "model", "positional", POSITIONALS)
+    _choice(model, "model", "activation", ACTIVATIONS)
     optimizer = model.get("optimizer")
     if optimizer is not None:
         lr = _get(optimizer, "lr")

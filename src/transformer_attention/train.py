@@ -11,7 +11,6 @@ from typing import Any
 
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
@@ -19,14 +18,14 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from .callbacks import HPARAM_METRICS, log_hyperparameters
-from .checkpoint import CheckpointError, check_resume, load_checkpoint, register_resolvers, resumed_in_place
+from .checkpoint import CheckpointError, check_resume, load_checkpoint, resumed_in_place
 from .config import ConfigError, print_config_tree, spawn_ddp, validate_config
 from .data.sources import DataError
+from .runs import in_sweep
 
 log = logging.getLogger(__name__)
 # bad input the user can fix: one line on stderr naming the value and the fix, no traceback
 ERROR_KINDS = ((ConfigError, "config error"), (CheckpointError, "checkpoint error"), (DataError, "data error"))
-register_resolvers()  # train.yaml's hydra.run.dir uses them: registered before Hydra composes the config
 
 
 def instantiate_list(cfg: DictConfig | None) -> list[Any]:
@@ -149,8 +148,3 @@ def main(cfg: DictConfig) -> float | None:
             raise SystemExit(f"config error: {message}")
         return metrics[name]
     return None
-
-
-def in_sweep() -> bool:
-    """Whether this is a job of a multirun (grid, Optuna, any launcher), not a single run."""
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
