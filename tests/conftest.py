@@ -9,6 +9,11 @@ from pathlib import Path
 
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `pytest -n 2` on two cores: one thread per worker, inherited by every process a test starts
+    # (torch's OpenMP threads spin while they wait, so oversubscribed cores slow every test down)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
