@@ -1,8 +1,10 @@
 """Linear baselines on the same splits as the transformer: TF-IDF + logistic regression.
 
     python benchmarks/baselines.py [--data-root ../shared/data] [--json benchmarks/results/baselines.json]
+        [--runs rotten_tomatoes=outputs/train/multiruns/<time> imdb=outputs/train/runs/<time> ...]
 
-Prints a table (dataset, features, validation and test accuracy, fit seconds) and writes JSON.
+Prints a table (dataset, features, validation and test accuracy, fit seconds) and writes JSON; with
+`--runs`, the transformer runs under each folder (their TensorBoard `test/acc`) are printed beside.
 The regularisation strength C is picked on the validation split (carved from train with the
 same seed and fraction as the data module when the dataset has none), never on test.
 """
@@ -65,12 +67,29 @@ def run(name: str, splits: dict[str, pd.DataFrame], ngram: int) -> dict:
     }
 
 
+def transformer_results(folder: Path) -> dict:
+    """test/acc and val/acc_best of every run under `folder` (a run, or a multirun's job folders)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accs, vals = [], []
+    for tb in sorted(folder.glob("**/tensorboard")):
+        ea = EventAccumulator(str(tb), size_guidance={"scalars": 0})
+        ea.Reload()
+        if "test/acc" in ea.Tags()["scalars"]:
+            accs.append(ea.Scalars("test/acc")[-1].value)
+            vals.append(ea.Scalars("val/acc_best")[-1].value)
+    return {"runs": len(accs), "test_acc": accs, "val_acc_best": vals,
+            "test_mean": float(np.mean(accs)) if accs else None, "test_std": float(np.std(accs)) if accs else None}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--datasets", nargs="+", default=["rotten_tomatoes", "imdb"])
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "baselines.json")
+    parser.add_argument("--runs", nargs="*", default=[], help="dataset=run-or-sweep-folder of transformer runs")
     args = parser.parse_args()
+    runs = dict(r.split("=", 1) for r in args.runs)
     rows = []
     for name in args.datasets:
         splits = load_splits(args.data_root / name)
@@ -79,6 +98,12 @@ def main() -> None:
             r = rows[-1]
             print(f"{r['dataset']:<16} {r['features']:<16} C={r['C']:<5} val {r['val_acc']:.4f}  "
                   f"test {r['test_acc']:.4f}  ({r['seconds']} s)", flush=True)
+        if name in runs:
+            t = transformer_results(Path(runs[name]))
+            rows.append({"dataset": name, "features": "transformer", "folder": runs[name], **t})
+            if t["runs"]:
+                print(f"{name:<16} {'transformer':<16} {t['runs']} run(s)  test {t['test_mean']:.4f} "
+                      f"+- {t['test_std']:.4f}  {[round(a, 4) for a in t['test_acc']]}", flush=True)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(rows, indent=2) + "\n")
     print(f"wrote {args.json}")
