@@ -40,7 +40,8 @@ def run_entry(script: str, *overrides: str, cwd: Path | None = None, timeout: in
     cmd = [sys.executable, str(ROOT / script), *overrides]
     proc = subprocess.run(cmd, cwd=cwd or ROOT, env=entry_env(), capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+        output = f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output}")
     return proc
 
 

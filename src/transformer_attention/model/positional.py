@@ -13,6 +13,16 @@ from torch import nn
 from .dropout import Dropout
 
 
+def check_length(T: int, max_len: int) -> int:
+    """T itself, or a clear error when the positional table has no row for it."""
+    if T > max_len:
+        raise ValueError(
+            f"sequence of {T} tokens is longer than the positional encoding's max_len={max_len}: "
+            f"raise model.max_len or lower data.max_length"
+        )
+    return T
+
+
 class SinusoidalPositionalEncoding(nn.Module):
     """Adds PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(...), then dropout."""
 
@@ -30,12 +40,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D)."""
-        T = x.shape[1]
-        if T > self.max_len:
-            raise ValueError(
-                f"sequence of {T} tokens is longer than the positional encoding's max_len={self.max_len}: "
-                f"raise model.max_len or lower data.max_length"
-            )
+        T = check_length(x.shape[1], self.max_len)
         return self.dropout(x + self.pe[:T].to(x.dtype))
 
 
@@ -51,10 +56,5 @@ class LearnedPositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D)."""
-        T = x.shape[1]
-        if T > self.max_len:
-            raise ValueError(
-                f"sequence of {T} tokens is longer than the positional encoding's max_len={self.max_len}: "
-                f"raise model.max_len or lower data.max_length"
-            )
+        T = check_length(x.shape[1], self.max_len)
         return self.dropout(x + self.embedding.weight[:T])
