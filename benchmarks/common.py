@@ -21,6 +21,7 @@ from torch.profiler import ProfilerActivity, profile
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+LOAD_AT_START = os.getloadavg()[0]  # 1-minute load average when the benchmark started
 
 
 def machine() -> dict:
@@ -38,7 +39,8 @@ def machine() -> dict:
         "threads": torch.get_num_threads(),
         "python": platform.python_version(),
         "allocator_env": env,
-        "load_avg_at_start": os.getloadavg()[0],
+        "load_avg_at_start": LOAD_AT_START,
+        "load_avg_at_end": os.getloadavg()[0],  # this benchmark's own threads included
     }
 
 
