@@ -238,3 +238,24 @@ def test_cls_pooling_logits_are_the_same_with_and_without_the_full_last_layer(no
     torch.testing.assert_close(cls_only, full, atol=1e-12, rtol=0)
     for a, b in zip(grads_cls, grads_full, strict=True):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+
+def test_a_checkpoint_loads_with_any_path_and_predicts_the_same(tmp_path):
+    """`ClassifierModule.load_from_checkpoint(path, attention_impl=...)` switches the path only."""
+    import lightning as L
+
+    from transformer_attention.module import ClassifierModule
+
+    torch.manual_seed(11)
+    module = ClassifierModule(vocab_size=50, num_classes=2, d_model=16, num_heads=2, num_layers=2,
+                              dim_feedforward=32, attention_impl="sdpa").eval()
+    path = tmp_path / "model.ckpt"
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
+                "pytorch-lightning_version": L.__version__}, path)
+    tokens = torch.randint(3, 50, (5, 9))
+    tokens[:, 0], tokens[3:, 5:] = 2, 0
+    expected = module(tokens).logits
+    for impl in ATTENTION_IMPLS:
+        loaded = ClassifierModule.load_from_checkpoint(path, attention_impl=impl).eval()
+        assert loaded.net.encoder.layers[0].self_attn.attention_impl == impl
+        torch.testing.assert_close(loaded(tokens).logits, expected, atol=1e-5, rtol=1e-5)
