@@ -209,7 +209,7 @@ def test_ddp_cpu_trains_on_two_processes_like_one_process_on_the_global_batch(tm
     and reach the same weights and validation metrics (to float precision) as 1 process x batch 32
     over the same sample order (DDPStrategy with 1 process uses the same DistributedSampler order; a plain
     trainer=cpu run takes the same steps but shuffles differently). Rank 1 must also use rank 0's
-    tokenizer: WordPiece training is not deterministic, and a different vocabulary breaks this equality."""
+    tokenizer (trained once, by rank 0): a different vocabulary would break this equality."""
     same = [*tiny(), "model.dropout=0", "model.optimizer._target_=torch.optim.SGD", "model.optimizer.lr=0.5",
             "trainer.limit_train_batches=null", "trainer.limit_val_batches=null", "trainer=ddp_cpu"]
     two = run_entry("train.py", *same, "data.batch_size=16", f"paths.log_dir={tmp_path / 'two'}")

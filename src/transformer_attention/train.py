@@ -46,7 +46,7 @@ def build(
         reuse["label_names"] = resume_from["hyper_parameters"]["label_names"]
         if resumed_in_place(cfg.get("ckpt_path"), cfg.paths.output_dir):
             reuse["output_dir"] = None  # the folder keeps the first run's tokenizer.json and label_names.json
-    elif rank_zero_only.rank > 0:  # WordPiece training is not deterministic: every DDP rank must use rank 0's
+    elif rank_zero_only.rank > 0:  # one tokenizer for all DDP ranks: rank 0's, trained once
         reuse["tokenizer"] = rank_zero_tokenizer(Path(cfg.paths.output_dir) / "tokenizer.json")
     datamodule = instantiate(cfg.data, **reuse)
     datamodule.setup("fit")
