@@ -240,7 +240,7 @@ def test_bad_paths_and_unreadable_files(tmp_path):
 
 
 def test_max_length_below_two():
-    with pytest.raises(DataError, match=r"data.max_length=1: needs at least 2"):
+    with pytest.raises(DataError, match=r"data.max_length=1 must be a whole number >= 2 \(the \[CLS\] token"):
         ReviewDataModule(max_length=1)
 
 

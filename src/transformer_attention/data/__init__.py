@@ -1,25 +1,29 @@
-"""Data: the toy set, Hugging Face review datasets, tokenizer, batches (knows nothing of the model)."""
+"""Data: the toy set, Hugging Face review datasets, tokenizer, batches (knows nothing of the model).
 
-from .datamodule import EncodedDataset, ReviewDataModule, collate
-from .pii import PII_TOKENS, scrub_pii
-from .sampler import BucketBatchSampler
-from .sources import DataError
-from .tokenizer import CLS_ID, PAD_ID, UNK_ID, load_tokenizer, save_tokenizer, train_tokenizer
-from .toy import make_toy_splits
+The names below load with their module on first use (PEP 562): `data.settings`, all that a config
+check needs, imports no torch, lightning or datasets.
+"""
 
-__all__ = [
-    "CLS_ID",
-    "PAD_ID",
-    "PII_TOKENS",
-    "UNK_ID",
-    "BucketBatchSampler",
-    "DataError",
-    "EncodedDataset",
-    "ReviewDataModule",
-    "collate",
-    "load_tokenizer",
-    "make_toy_splits",
-    "save_tokenizer",
-    "scrub_pii",
-    "train_tokenizer",
-]
+from importlib import import_module
+from typing import Any
+
+from ..errors import DataError
+
+_NAMES_BY_MODULE = {
+    "batches": ("EncodedDataset", "collate"),
+    "datamodule": ("ReviewDataModule",),
+    "pii": ("PII_TOKENS", "scrub_pii"),
+    "sampler": ("BucketBatchSampler",),
+    "settings": ("check_data_settings",),
+    "tokenizer": ("CLS_ID", "PAD_ID", "UNK_ID", "load_tokenizer", "save_tokenizer", "train_tokenizer"),
+    "toy": ("make_toy_splits",),
+}
+_WHERE = {name: module for module, names in _NAMES_BY_MODULE.items() for name in names}
+
+__all__ = ["DataError", *sorted(_WHERE)]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{_WHERE[name]}", __name__), name)

@@ -1,8 +1,5 @@
-"""ReviewDataModule: the toy set or a Hugging Face review dataset, tokenized, padded per batch.
-
-Every batch, whatever the dataset, is
-`{"input_ids": (B, T) long, "attention_mask": (B, T) bool (True = real token), "labels": (B,) long}`
-with T the longest row of that batch (never padded to max_length).
+"""ReviewDataModule: the toy set or a Hugging Face review dataset, tokenized, padded per batch
+(the batch format: batches.py).
 
 Set-up order: load and check the raw splits (sources.py, labels.py), drop empty texts, carve a
 validation split if there is none, scrub PII, train (or reuse) the tokenizer on train only, tokenize.
@@ -13,50 +10,25 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 
 import lightning as L
-import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler
+from torch.utils.data import DataLoader, RandomSampler
 
+from ..errors import DataError
 from . import cache
+from .batches import EncodedDataset, collate
 from .labels import labels_to_ids
 from .pii import scrub_pii
 from .sampler import BucketBatchSampler
-from .sources import DataError, load_columns
+from .settings import check_data_settings
+from .sources import load_columns
 from .tokenizer import PAD_ID, encode, load_tokenizer, save_tokenizer, train_tokenizer
 from .toy import LABEL_NAMES as TOY_LABEL_NAMES
 from .toy import make_toy_splits
 
 log = logging.getLogger(__name__)
-
-
-class EncodedDataset(Dataset):
-    """Token ids (one int array or list per example), integer labels, and the texts they came from."""
-
-    def __init__(self, ids: Sequence[Sequence[int]], labels: list[int], texts: list[str] | None = None) -> None:
-        self.ids, self.labels, self.texts = ids, labels, texts
-        self.lengths = np.array([len(row) for row in ids], dtype=np.int64)  # for length bucketing
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i: int) -> dict:
-        return {"input_ids": self.ids[i], "labels": self.labels[i]}
-
-
-def collate(examples: list[dict], pad_id: int = PAD_ID) -> dict[str, torch.Tensor]:
-    """Pad a list of examples to the longest one; the mask is True on real tokens."""
-    T = max(len(e["input_ids"]) for e in examples)
-    ids = torch.full((len(examples), T), pad_id, dtype=torch.long)  # (B, T)
-    for row, e in enumerate(examples):
-        ids[row, : len(e["input_ids"])] = torch.as_tensor(e["input_ids"], dtype=torch.long)
-    lengths = torch.tensor([len(e["input_ids"]) for e in examples])
-    mask = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
-    labels = torch.tensor([e["labels"] for e in examples], dtype=torch.long)  # (B,)
-    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
 class ReviewDataModule(L.LightningDataModule):
@@ -94,8 +66,9 @@ class ReviewDataModule(L.LightningDataModule):
         output_dir: str | None = None,
     ) -> None:
         super().__init__()
-        if max_length < 2:
-            raise DataError(f"data.max_length={max_length}: needs at least 2 (the [CLS] token and one word)")
+        settings = dict(max_length=max_length, batch_size=batch_size, eval_batch_size=eval_batch_size,
+                        vocab_size=vocab_size, val_fraction=val_fraction, num_workers=num_workers, toy_size=toy_size)
+        check_data_settings(settings, prefix="data.")  # the config pre-check's rules, same messages
         self.name, self.path, self.data_files = name, path, data_files
         self.text_column, self.label_column, self.split_names = text_column, label_column, split_names
         self.max_length, self.batch_size = max_length, batch_size
@@ -154,11 +127,6 @@ class ReviewDataModule(L.LightningDataModule):
 
     def _carve_validation(self, train: dict[str, list]) -> dict[str, list]:
         """Move a `val_fraction` of train, drawn with `split_seed`, into a validation split (in place)."""
-        if not 0 < self.val_fraction < 1:
-            raise DataError(
-                f"data.val_fraction={self.val_fraction}: the data has no validation split, so carving "
-                f"one needs 0 < val_fraction < 1 (e.g. 0.1)"
-            )
         g = torch.Generator().manual_seed(self.split_seed)
         perm = torch.randperm(len(train["text"]), generator=g).tolist()
         n_val = max(1, int(len(perm) * self.val_fraction))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from numbers import Integral, Real
 
-from .sources import DataError
+from ..errors import DataError
 
 log = logging.getLogger(__name__)
 

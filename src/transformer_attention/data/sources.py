@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..errors import DataError  # the project's one DataError, still importable from here
+
 log = logging.getLogger(__name__)
 
 # file names and hub split names that mean one of our three splits
@@ -32,10 +34,6 @@ LOCAL_HINT = (
     "point the config at local files instead: data.path=../shared/data/imdb (a folder of train/validation/test "
     ".parquet, .csv or .json files, or a save_to_disk folder), or data.data_files='{train: train.csv, test: test.csv}'"
 )
-
-
-class DataError(ValueError):
-    """Data that cannot be trained on; the message names the bad value and how to fix it."""
 
 
 def load_columns(

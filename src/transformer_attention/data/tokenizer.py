@@ -29,7 +29,6 @@ def train_tokenizer(
     texts: Sequence[str],
     vocab_size: int = 8000,
     min_frequency: int = 2,
-    extra_special_tokens: list[str] | None = None,
     scrub_pii: bool = False,
 ) -> Tokenizer:
     """A lowercasing WordPiece tokenizer trained on `texts` (the train split only)."""
@@ -47,7 +46,7 @@ def train_tokenizer(
     )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    special: list[str | AddedToken] = [*SPECIAL_TOKENS, *(extra_special_tokens or [])]
+    special: list[str | AddedToken] = list(SPECIAL_TOKENS)
     if scrub_pii:  # normalized=True: matched after normalization, so never split into "[", "email", "]"
         special += [AddedToken(token, special=True, normalized=True) for token, _ in PII_PATTERNS.values()]
     trainer = trainers.WordPieceTrainer(

@@ -1,0 +1,46 @@
+"""The value rules of the data settings, written once: `ReviewDataModule` checks its arguments with
+them and the config pre-check checks `data.*` with them (prefix "data."), before anything heavy is
+imported. Standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from numbers import Integral, Real
+from typing import Any
+
+from ..errors import DataError
+
+
+def _whole(value: Any, low: int) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool) and value >= low
+
+
+def _fraction(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool) and 0 < value < 1
+
+
+AT_LEAST_ONE = "must be a whole number >= 1: e.g. {key}=2"
+
+# key -> (whether a value is allowed, what the message says after `key=value`; {key} as the caller names it)
+RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "batch_size": (lambda v: _whole(v, 1), AT_LEAST_ONE),
+    "vocab_size": (lambda v: _whole(v, 1), AT_LEAST_ONE),
+    "toy_size": (lambda v: _whole(v, 1), AT_LEAST_ONE),
+    "eval_batch_size": (lambda v: v is None or _whole(v, 1), AT_LEAST_ONE),  # None: batch_size
+    "max_length": (
+        lambda v: _whole(v, 2),
+        "must be a whole number >= 2 (the [CLS] token and one word): e.g. {key}=128",
+    ),
+    "num_workers": (lambda v: _whole(v, 0), "must be 0 (load in the main process) or more: e.g. {key}=0"),
+    "val_fraction": (_fraction, "must be in (0, 1): e.g. {key}=0.1"),
+}
+
+
+def check_data_settings(values: Mapping[str, Any], prefix: str = "") -> None:
+    """Raise DataError on the first value of `values` (plain, resolved) that breaks its rule in RULES;
+    keys that are absent are not checked. The message names `prefix + key`, the value and the fix."""
+    for key, (allowed, rule) in RULES.items():
+        if key in values and not allowed(values[key]):
+            name = prefix + key
+            raise DataError(f"{name}={values[key]!r} {rule.format(key=name)}")

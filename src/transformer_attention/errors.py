@@ -1,0 +1,33 @@
+"""The project's error kinds: bad input a user can fix. The entry points print each as one line,
+`<kind>: <message>`, never a traceback (`runs.run_task`); in a sweep they are raised, so the sweep
+records the job as failed and goes on. Standard library only."""
+
+
+class UserError(Exception):
+    """Bad input: the message names the bad value and the fix."""
+
+    kind = "error"
+
+
+class ConfigError(UserError, ValueError):
+    """A config value that cannot work."""
+
+    kind = "config error"
+
+
+class DataError(UserError, ValueError):
+    """Data that cannot be loaded or used as configured."""
+
+    kind = "data error"
+
+
+class CheckpointError(UserError, RuntimeError):
+    """A checkpoint that cannot be used."""
+
+    kind = "checkpoint error"
+
+
+class InputError(UserError, ValueError):
+    """Texts to classify that are missing or unreadable."""
+
+    kind = "input error"
