@@ -5,10 +5,14 @@ from pathlib import Path
 
 import hydra
 
-ROOT = Path(__file__).resolve().parent
-os.environ.setdefault("PROJECT_ROOT", str(ROOT))  # outputs/ lands under the repo, whatever the cwd
+os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))  # outputs/ under the repo, whatever the cwd
+from transformer_attention.runs import run_task  # noqa: E402  (no torch yet: the config is checked first)
 
-from transformer_attention.evaluate import main  # noqa: E402
+
+@hydra.main(config_path="conf", config_name="evaluate", version_base="1.3")
+def main(cfg):
+    return run_task("evaluate", cfg)
+
 
 if __name__ == "__main__":
-    hydra.main(config_path=str(ROOT / "conf"), config_name="evaluate", version_base="1.3")(main)()
+    main()

@@ -56,7 +56,7 @@ def child(workload: str, calls: int) -> dict:
 
         def fn():
             mha.zero_grad(set_to_none=True)
-            mha(x, x, x, mask=mask, need_weights=False)[0].backward(grad)
+            mha(x, mask=mask, need_weights=False)[0].backward(grad)
     else:
         torch.manual_seed(0)
         fn = make_step(Ours(workload.removeprefix("train_"), 0.1, 0.0), make_batch(32, 256), bf16=False)

@@ -54,7 +54,7 @@ def step_fn(name: str, mod: nn.Module, x: torch.Tensor, mask: torch.Tensor, grad
         if name == "torch":
             out, _ = mod(x, x, x, key_padding_mask=pad, need_weights=False)
         else:
-            out, _ = mod(x, x, x, mask=mask, need_weights=False)
+            out, _ = mod(x, mask=mask, need_weights=False)  # self-attention: the fused QKV projection
         out.backward(grad)
 
     return step

@@ -1,6 +1,13 @@
-"""Attention against oracles: a NumPy reference, torch.nn.MultiheadAttention, gradcheck, mask rules."""
+"""Attention against oracles: a NumPy reference, torch.nn.MultiheadAttention, gradcheck, mask rules.
+
+Every attention path (math, sdpa, chunked) is held to the same oracles; the weights, which only the
+math path returns, are checked on it."""
 
 from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
 
 import numpy as np
 import pytest
@@ -8,11 +15,21 @@ import torch
 from torch import nn
 
 from transformer_attention.model import (
+    ATTENTION_IMPLS,
     MultiHeadAttention,
     causal_mask,
+    chunked_attention,
     padding_mask,
     scaled_dot_product_attention,
+    sdpa_attention,
 )
+
+# each path as one call: q, k, v (B, H, T, Dk), mask -> out (B, H, Tq, Dk)
+ATTEND = {
+    "math": lambda q, k, v, mask: scaled_dot_product_attention(q, k, v, mask)[0],
+    "sdpa": sdpa_attention,
+    "chunked": lambda q, k, v, mask: chunked_attention(q, k, v, mask, block_q=2, block_k=3),  # several tiles
+}
 
 
 # ---- a NumPy reference: the NumPy tutorial's algorithm, written correctly --------------------
@@ -61,20 +78,37 @@ def test_sdpa_matches_numpy_float64():
     np.testing.assert_allclose(w.numpy(), ref_w, atol=1e-12)
 
 
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
 @pytest.mark.parametrize("cross", [False, True])
-def test_multi_head_matches_numpy_float64(cross: bool):
+def test_every_path_matches_numpy_float64(impl: str, cross: bool):
+    g = torch.Generator().manual_seed(0)
+    Tk = 7 if cross else 5
+    q = torch.randn(2, 3, 5, 4, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(2, 3, Tk, 4, generator=g, dtype=torch.float64) for _ in range(2))
+    mask = lengths_mask([Tk, 2], Tk)
+    out = ATTEND[impl](q, k, v, mask)
+    ref_out, _ = np_attention(q.numpy(), k.numpy(), v.numpy(), mask.numpy()[:, None, None, :])
+    np.testing.assert_allclose(out.numpy(), ref_out, atol=1e-12)
+
+
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+@pytest.mark.parametrize("cross", [False, True])
+def test_multi_head_matches_numpy_float64(impl: str, cross: bool):
     torch.manual_seed(0)
-    mha = MultiHeadAttention(12, 3, dropout=0.0).double().eval()
+    mha = MultiHeadAttention(12, 3, dropout=0.0, attention_impl=impl).double().eval()
     x = torch.randn(2, 6, 12, dtype=torch.float64)
     kv = torch.randn(2, 4, 12, dtype=torch.float64) if cross else x
     mask = lengths_mask([kv.shape[1], 2], kv.shape[1])
-    out, w = mha(x, kv, kv, mask=mask)
+    out, w = mha(x, kv, kv, mask=mask)  # the weights: always the math path
+    fast, none = mha(x, kv, kv, mask=mask, need_weights=False)  # the chosen path
     p = {n: t.detach().numpy() for n, t in mha.named_parameters()}
     ref_out, ref_w = np_multi_head(
         x.numpy(), kv.numpy(), p["w_q.weight"], p["w_q.bias"], p["w_k.weight"], p["w_k.bias"],
         p["w_v.weight"], p["w_v.bias"], p["w_o.weight"], p["w_o.bias"], 3, mask.numpy(),
     )
+    assert none is None
     np.testing.assert_allclose(out.detach().numpy(), ref_out, atol=1e-10)
+    np.testing.assert_allclose(fast.detach().numpy(), ref_out, atol=1e-10)
     np.testing.assert_allclose(w.detach().numpy(), ref_w, atol=1e-10)
 
 
@@ -88,45 +122,79 @@ def copy_into_torch_mha(mine: MultiHeadAttention, dtype: torch.dtype) -> nn.Mult
     return ref.eval()
 
 
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-10)])
 @pytest.mark.parametrize("masked", [False, True])
-def test_multi_head_matches_torch(dtype: torch.dtype, tol: float, masked: bool):
+def test_multi_head_matches_torch(impl: str, dtype: torch.dtype, tol: float, masked: bool):
     torch.manual_seed(1)
-    mine = MultiHeadAttention(32, 4, dropout=0.0).to(dtype).eval()
+    mine = MultiHeadAttention(32, 4, dropout=0.0, attention_impl=impl).to(dtype).eval()
     ref = copy_into_torch_mha(mine, dtype)
     x = torch.randn(3, 7, 32, dtype=dtype)
     mask = lengths_mask([7, 4, 1], 7) if masked else None
     out, w = mine(x, x, x, mask=mask)
+    fast, _ = mine(x, mask=mask, need_weights=False)
     ref_out, ref_w = ref(x, x, x, key_padding_mask=None if mask is None else ~mask, average_attn_weights=False)
     assert (out - ref_out).abs().max() <= tol
+    assert (fast - ref_out).abs().max() <= tol
     assert (w - ref_w).abs().max() <= tol
 
 
-def test_cross_attention_matches_torch():
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+def test_cross_attention_matches_torch(impl: str):
     torch.manual_seed(2)
-    mine = MultiHeadAttention(16, 2, dropout=0.0).eval()
+    mine = MultiHeadAttention(16, 2, dropout=0.0, attention_impl=impl).eval()
     ref = copy_into_torch_mha(mine, torch.float32)
     q, kv = torch.randn(2, 3, 16), torch.randn(2, 9, 16)
     mask = lengths_mask([9, 5], 9)
     out, w = mine(q, kv, kv, mask=mask)
+    fast, _ = mine(q, kv, mask=mask, need_weights=False)  # value None: value = key
     ref_out, ref_w = ref(q, kv, kv, key_padding_mask=~mask, average_attn_weights=False)
     assert w.shape == (2, 2, 3, 9)
     assert (out - ref_out).abs().max() <= 1e-5 and (w - ref_w).abs().max() <= 1e-5
+    assert (fast - ref_out).abs().max() <= 1e-5
 
 
-def test_gradcheck_float64():
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+def test_gradcheck_float64(impl: str):
     g = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(1, 2, 4, 3, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
     mask = lengths_mask([3], 4)
-    assert torch.autograd.gradcheck(lambda a, b, c: scaled_dot_product_attention(a, b, c, mask), (q, k, v))
-    mha = MultiHeadAttention(6, 2, dropout=0.0).double()
+    assert torch.autograd.gradcheck(lambda a, b, c: ATTEND[impl](a, b, c, mask), (q, k, v))
+    mha = MultiHeadAttention(6, 2, dropout=0.0, attention_impl=impl).double()
     x = torch.randn(2, 4, 6, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda t: mha(t, t, t, mask=lengths_mask([4, 2], 4))[0], (x,))
+    mask = lengths_mask([4, 2], 4)
+    assert torch.autograd.gradcheck(lambda t: mha(t, mask=mask, need_weights=False)[0], (x,))
+    assert torch.autograd.gradcheck(lambda t: mha(t, t, t, mask=mask)[0], (x,))  # the math path, with weights
 
 
-def test_mask_rules():
+def test_self_attention_call_forms_agree():
+    """mha(x), mha(x, x) and mha(x, x, x): one fused, one half-fused, three separate projections."""
+    torch.manual_seed(12)
+    mha = MultiHeadAttention(12, 3, dropout=0.0).double().eval()
+    x, kv = torch.randn(2, 5, 12, dtype=torch.float64), torch.randn(2, 7, 12, dtype=torch.float64)
+    mask = lengths_mask([5, 3], 5)
+    out, w = mha(x, x, x, mask=mask)
+    for other in (mha(x, mask=mask), mha(x, x, mask=mask)):
+        torch.testing.assert_close(other[0], out, atol=1e-12, rtol=0)
+        torch.testing.assert_close(other[1], w, atol=1e-12, rtol=0)
+    torch.testing.assert_close(mha(x, kv)[0], mha(x, kv, kv)[0], atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="value given without key"):
+        mha(x, value=kv)
+
+
+def test_the_math_path_reads_like_the_tutorial():
+    """scaled_dot_product_attention's body (docstring aside) is at most 15 lines."""
+    source = textwrap.dedent(inspect.getsource(scaled_dot_product_attention))
+    body = ast.parse(source).body[0].body
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    assert body[-1].end_lineno - body[0].lineno + 1 <= 15
+
+
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+def test_mask_rules(impl: str):
     torch.manual_seed(4)
-    mha = MultiHeadAttention(8, 2, dropout=0.0).eval()
+    mha = MultiHeadAttention(8, 2, dropout=0.0, attention_impl=impl).eval()
     x = torch.randn(3, 5, 8)
     mask = lengths_mask([5, 3, 0], 5)  # the last row is all padding
     out, w = mha(x, x, x, mask=mask)
@@ -134,15 +202,18 @@ def test_mask_rules():
     assert torch.all(w[1, :, :, 3:] == 0)  # masked keys get exactly zero weight
     torch.testing.assert_close(w[:2].sum(-1), torch.ones(2, 2, 5))  # rows with keys sum to 1
     assert torch.all(w[2] == 0)  # a row with no key: zero weights ...
-    _, attn_only = scaled_dot_product_attention(*(torch.randn(3, 2, 5, 4) for _ in range(3)), mask)
-    out0, _ = scaled_dot_product_attention(*(torch.randn(3, 2, 5, 4) for _ in range(3)), mask)
-    assert torch.all(out0[2] == 0)  # ... and a zero output
+    fast, _ = mha(x, mask=mask, need_weights=False)
+    torch.testing.assert_close(fast, out)
+    q, k, v = (torch.randn(3, 2, 5, 4) for _ in range(3))
+    _, attn_only = scaled_dot_product_attention(q, k, v, mask)
+    assert torch.all(ATTEND[impl](q, k, v, mask)[2] == 0)  # ... and a zero output
     assert torch.equal(attn_only[2], torch.zeros(2, 5, 5))
 
 
-def test_causal_and_shared_masks():
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+def test_causal_and_shared_masks(impl: str):
     torch.manual_seed(5)
-    mha = MultiHeadAttention(8, 2, dropout=0.0).eval()
+    mha = MultiHeadAttention(8, 2, dropout=0.0, attention_impl=impl).eval()
     x = torch.randn(2, 4, 8)
     cm = causal_mask(4)
     assert torch.equal(cm, torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool))
@@ -151,26 +222,32 @@ def test_causal_and_shared_masks():
     # causal output at position t does not depend on later tokens
     x2 = x.clone()
     x2[:, 3] += 10.0
-    out1, _ = mha(x, x, x, mask=cm)
-    out2, _ = mha(x2, x2, x2, mask=cm)
+    out1, _ = mha(x, mask=cm, need_weights=False)
+    out2, _ = mha(x2, mask=cm, need_weights=False)
     torch.testing.assert_close(out1[:, :3], out2[:, :3])
     # (B, Tq, Tk) per-pair mask equals the shared one expanded
-    out3, _ = mha(x, x, x, mask=cm.expand(2, 4, 4))
+    out3, _ = mha(x, mask=cm.expand(2, 4, 4), need_weights=False)
     torch.testing.assert_close(out1, out3)
 
 
-def test_bad_mask_shape_names_shapes():
-    mha = MultiHeadAttention(8, 2)
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+def test_bad_mask_shape_names_shapes(impl: str):
+    mha = MultiHeadAttention(8, 2, attention_impl=impl)
     x = torch.randn(2, 4, 8)
     with pytest.raises(ValueError, match=r"\(3, 4\)"):
-        mha(x, x, x, mask=torch.ones(3, 4, dtype=torch.bool))
+        mha(x, mask=torch.ones(3, 4, dtype=torch.bool), need_weights=False)
     with pytest.raises(ValueError, match="bool"):
-        mha(x, x, x, mask=torch.ones(2, 4))
+        mha(x, mask=torch.ones(2, 4), need_weights=False)
+    q = torch.randn(2, 2, 4, 4)
+    with pytest.raises(ValueError, match=r"\(3, 4\)"):
+        ATTEND[impl](q, q, q, torch.ones(3, 4, dtype=torch.bool))
 
 
-def test_d_model_not_divisible():
+def test_bad_settings_are_clear_errors():
     with pytest.raises(ValueError, match="d_model=10.*num_heads=3"):
         MultiHeadAttention(10, 3)
+    with pytest.raises(ValueError, match="attention_impl='flash'.*math, sdpa, chunked"):
+        MultiHeadAttention(8, 2, attention_impl="flash")
 
 
 def test_padding_mask():
@@ -186,13 +263,16 @@ def test_weights_are_before_dropout():
     torch.testing.assert_close(w.sum(-1), torch.ones(2, 2, 5))  # dropout would break this
 
 
-def test_self_attention_is_permutation_equivariant():
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+def test_self_attention_is_permutation_equivariant(impl: str):
     torch.manual_seed(7)
-    mha = MultiHeadAttention(8, 2, dropout=0.0).eval()
+    mha = MultiHeadAttention(8, 2, dropout=0.0, attention_impl=impl).eval()
     x = torch.randn(2, 6, 8)
     mask = lengths_mask([6, 6], 6)
     perm = torch.randperm(6)
     out, w = mha(x, x, x, mask=mask)
     out_p, w_p = mha(x[:, perm], x[:, perm], x[:, perm], mask=mask[:, perm])
+    fast_p, _ = mha(x[:, perm], mask=mask[:, perm], need_weights=False)
     torch.testing.assert_close(out_p, out[:, perm])
+    torch.testing.assert_close(fast_p, out[:, perm])
     torch.testing.assert_close(w_p, w[:, :, perm][:, :, :, perm])

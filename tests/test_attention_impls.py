@@ -45,12 +45,15 @@ def mha_pair(impl: str, D: int = 12, H: int = 3, dtype=torch.float64) -> tuple[M
 
 
 def run(mha: MultiHeadAttention, x: torch.Tensor, kv: torch.Tensor | None, mask, grad: torch.Tensor):
-    """Forward + backward; kv None is self-attention (the fused QKV projection)."""
+    """Forward + backward; kv None is self-attention, `mha(x)` (the fused QKV projection)."""
     x = x.clone().requires_grad_()
-    kv = x if kv is None else kv.clone().requires_grad_()
-    out, _ = mha(x, kv, kv, mask=mask, need_weights=False)
+    if kv is None:
+        out, _ = mha(x, mask=mask, need_weights=False)
+    else:
+        kv = kv.clone().requires_grad_()
+        out, _ = mha(x, kv, kv, mask=mask, need_weights=False)
     out.backward(grad)
-    grads = [x.grad] + ([] if kv is x else [kv.grad]) + [p.grad for p in mha.parameters()]
+    grads = [x.grad] + ([] if kv is None else [kv.grad]) + [p.grad for p in mha.parameters()]
     return out.detach(), grads
 
 
@@ -99,23 +102,6 @@ def test_chunked_gradcheck_with_dropout():
         return chunked_attention(a, b, c, mask, dropout_p=0.3, block_q=4, block_k=4)
 
     assert torch.autograd.gradcheck(f, (q, k, v))
-
-
-@pytest.mark.parametrize("impl", ["math", "chunked"])
-def test_attention_dropout_is_unbiased_and_drops_something(impl: str):
-    g = torch.Generator().manual_seed(4)
-    q, k, v = (torch.randn(1, 2, 16, 4, generator=g) for _ in range(3))
-    v = torch.ones_like(v)  # out = sum of kept weights: 1 without dropout
-
-    def attend():
-        if impl == "math":
-            return scaled_dot_product_attention(q, k, v, dropout=0.25)[0]
-        return chunked_attention(q, k, v, dropout_p=0.25, block_q=8, block_k=8)
-
-    torch.manual_seed(0)
-    outs = torch.stack([attend() for _ in range(2000)])
-    assert abs(outs.mean().item() - 1.0) < 0.01  # kept weights are scaled by 1 / (1 - p)
-    assert outs.std().item() > 0.1  # and something was dropped
 
 
 @pytest.mark.parametrize("impl", ATTENTION_IMPLS)
@@ -213,7 +199,9 @@ def test_a_layer_computing_only_the_first_rows_matches_the_full_layer(norm_first
     from transformer_attention.model import TransformerEncoderLayer
 
     torch.manual_seed(9)
-    layer = TransformerEncoderLayer(12, 3, 24, dropout=0.0, norm_first=norm_first, attention_impl=impl).double()
+    layer = TransformerEncoderLayer(
+        d_model=12, num_heads=3, dim_feedforward=24, dropout=0.0, norm_first=norm_first, attention_impl=impl
+    ).double()
     x = torch.randn(3, 9, 12, dtype=torch.float64)
     for name, mask in masks(3, 9, 9).items():
         full, _ = layer(x, mask=mask)
@@ -223,11 +211,15 @@ def test_a_layer_computing_only_the_first_rows_matches_the_full_layer(norm_first
             torch.testing.assert_close(part, full[:, :rows], atol=1e-12, rtol=0, msg=f"{name} mask, {rows} rows")
 
 
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_cls_pooling_logits_are_the_same_with_and_without_the_full_last_layer(norm_first: bool):
-    """need_weights=True computes every row of the last layer, False only [CLS]: same logits and gradients."""
+def test_cls_pooling_logits_are_the_same_with_and_without_the_full_last_layer(norm_first: bool, impl: str):
+    """need_weights=True computes every row of the last layer (on the math path), False only [CLS]
+    (on `impl`): same logits and gradients."""
     torch.manual_seed(10)
-    model = TransformerClassifier(50, 3, 16, 2, 2, 32, 32, dropout=0.0, norm_first=norm_first).double()
+    model = TransformerClassifier(vocab_size=50, num_classes=3, d_model=16, num_heads=2, num_layers=2,
+                                  dim_feedforward=32, max_len=32, dropout=0.0, norm_first=norm_first,
+                                  attention_impl=impl).double()
     tokens = torch.randint(3, 50, (4, 10))
     tokens[:, 0] = 2
     tokens[2:, 6:] = 0

@@ -11,6 +11,8 @@ from conftest import run_entry
 
 from transformer_attention.model import ATTENTION_IMPLS, TransformerClassifier
 
+SIZES = dict(vocab_size=200, num_classes=2, d_model=32, num_heads=4, num_layers=2, dim_feedforward=64, max_len=64)
+
 
 def batch() -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
@@ -25,7 +27,7 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 def test_autocast_bf16_forward_and_backward_track_fp32(impl: str, pooling: str):
     torch.manual_seed(1)
-    model = TransformerClassifier(200, 2, 32, 4, 2, 64, 64, dropout=0.0, pooling=pooling, attention_impl=impl)
+    model = TransformerClassifier(**SIZES, dropout=0.0, pooling=pooling, attention_impl=impl)
     tokens, labels = batch()
     expected = model(tokens).logits
     (ref_grad,) = torch.autograd.grad(torch.nn.functional.cross_entropy(expected, labels), [model.head.weight])
@@ -43,7 +45,7 @@ def test_autocast_bf16_forward_and_backward_track_fp32(impl: str, pooling: str):
 @pytest.mark.parametrize("impl", ATTENTION_IMPLS)
 def test_autocast_bf16_on_gpu_tracks_fp32(impl: str):
     torch.manual_seed(1)
-    model = TransformerClassifier(200, 2, 32, 4, 2, 64, 64, dropout=0.1, attention_impl=impl).cuda()
+    model = TransformerClassifier(**SIZES, dropout=0.1, attention_dropout=0.1, attention_impl=impl).cuda()
     tokens, labels = (t.cuda() for t in batch())
     expected = model.eval()(tokens).logits
     model.train()  # dropout on: the chunked path's replayed masks run on the GPU generator
@@ -57,7 +59,7 @@ def test_autocast_bf16_on_gpu_tracks_fp32(impl: str):
 
 
 def test_math_path_masks_in_bf16_without_nan():
-    """The math path's -inf bias and opened dead rows hold in bf16 too (finfo differs from fp32)."""
+    """The math path's finfo(dtype).min masking and zeroed rows with no key hold in bf16 too."""
     from transformer_attention.model import scaled_dot_product_attention
 
     q, k, v = (torch.randn(2, 2, 5, 4, dtype=torch.bfloat16) for _ in range(3))

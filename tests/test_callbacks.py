@@ -14,11 +14,20 @@ from hydra import compose, initialize_config_dir
 from lightning.pytorch.loggers import TensorBoardLogger
 from sklearn.metrics import precision_recall_fscore_support
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import plugin_data_pb2
 
-from transformer_attention.callbacks import AttentionMapLogger, ClassificationReport, flatten_config, pick_examples
+from transformer_attention import callbacks
+from transformer_attention.callbacks import (
+    AttentionMapLogger,
+    ClassificationReport,
+    flatten_config,
+    log_hyperparameters,
+    pick_examples,
+)
 from transformer_attention.data import ReviewDataModule
 from transformer_attention.module import ClassifierModule
 from transformer_attention.plotting import save_attention_png
+from transformer_attention.predict import predict
 from transformer_attention.train import build, instantiate_list
 
 
@@ -139,6 +148,48 @@ def test_log_maps_restores_modes_exactly(fitted):
     before = {name: m.training for name, m in module.named_modules()}
     maps.log_maps(fitted.trainer, module)
     assert {name: m.training for name, m in module.named_modules()} == before
+
+
+def test_maps_and_predict_share_one_inference_path(fitted, monkeypatch):
+    """The callback's maps and captions hold what predict() returns for the same text."""
+    module, text = fitted.module, "the plot is not good at all"
+    maps = AttentionMapLogger(num_examples=0, texts=[text], mean=False)
+    maps.on_fit_start(fitted.trainer, module)
+    drawn = []
+    plot = callbacks.plot_attention
+    monkeypatch.setattr(callbacks, "plot_attention", lambda *args, **kw: drawn.append(args) or plot(*args, **kw))
+    maps.log_maps(fitted.trainer, module)
+    (p,) = predict(module, [text], need_weights=True)
+    assert [tokens for tokens, _, _ in drawn] == [p.tokens] * len(p.attentions)
+    for (_, weights, caption), expected in zip(drawn, p.attentions, strict=True):
+        assert torch.equal(weights, expected)
+        assert f"pred: {p.label} (p={p.probabilities[p.label]:.2f})" in caption
+
+
+def test_hparams_session_is_read_back_and_a_live_reader_keeps_following(tmp_path):
+    """The HPARAMS tab's data, as TensorBoard reads it: the flattened config and the metric columns,
+    no placeholder value in those series, and a reader started mid-run still sees the later scalars."""
+    lg = TensorBoardLogger(tmp_path, name=None, version="", default_hp_metric=False)
+    config = {"model": {"d_model": 64, "pooling": "cls", "optimizer": {"lr": 1e-3}}, "tags": [], "ckpt_path": None}
+    log_hyperparameters([lg], config, ["val/acc_best", None, "test/acc", "val/acc_best"])
+    lg.log_metrics({"val/acc_best": 0.5}, step=3)
+    lg.experiment.flush()
+    live = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0, "tensors": 0})
+    live.Reload()
+    lg.log_metrics({"val/acc_best": 0.75}, step=6)
+    lg.experiment.flush()
+    live.Reload()
+    assert [(e.step, e.value) for e in live.Scalars("val/acc_best")] == [(3, 0.5), (6, 0.75)]
+    assert live.Tags()["scalars"] == ["val/acc_best"]  # the declared test/acc has no value yet
+
+    content = live.PluginTagToContent("hparams")
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    assert [m.name.tag for m in experiment.metric_infos] == ["val/acc_best", "test/acc"]
+    session = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+    hp = session.hparams
+    assert hp["model.d_model"].number_value == 64 and hp["model.optimizer.lr"].number_value == 1e-3
+    assert hp["model.pooling"].string_value == "cls" and hp["ckpt_path"].string_value == "None"
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 1  # the logger's own event file
 
 
 def test_classification_report_matches_sklearn(fitted):

@@ -41,6 +41,45 @@ def ckpt_file(tmp_path: Path) -> Path:
     return save_like_lightning(tiny_module(), tmp_path / "model.ckpt")
 
 
+# what a train.py checkpoint held before the model's settings became one EncoderConfig (2026-11-29):
+# flat hyperparameters and these parameter names (a 1-layer model)
+PREVIOUS_HPARAMS = {
+    "vocab_size": 40, "num_classes": 2, "d_model": 16, "num_heads": 2, "num_layers": 1, "dim_feedforward": 32,
+    "max_len": 512, "dropout": 0.1, "attention_dropout": None, "attention_impl": "math", "pooling": "cls", "pad_id": 0,
+    "norm_first": False, "activation": "relu", "positional": "sinusoidal", "label_smoothing": 0.0,
+    "label_names": ["negative", "positive"],
+}
+PREVIOUS_PARAMETERS = ["net.embedding.weight"] + [
+    f"net.encoder.layers.0.{m}.{p}"
+    for m in (*(f"self_attn.w_{x}" for x in "qkvo"), "linear1", "linear2", "norm1", "norm2")
+    for p in ("weight", "bias")
+] + ["net.head.weight", "net.head.bias"]
+
+
+def test_a_checkpoint_of_the_previous_version_loads_and_predicts(tmp_path: Path):
+    module = ClassifierModule(**PREVIOUS_HPARAMS, tokenizer=tiny_module().tokenizer_json)
+    assert list(module.state_dict()) == PREVIOUS_PARAMETERS
+    torch.manual_seed(1)
+    state = {k: torch.randn_like(v) for k, v in module.state_dict().items()}
+    ckpt = {"state_dict": state, "hyper_parameters": PREVIOUS_HPARAMS, "tokenizer": module.tokenizer_json}
+    torch.save(ckpt, tmp_path / "previous.ckpt")
+    loaded = load_module(tmp_path / "previous.ckpt")
+    assert loaded.net.config.attention_impl == "math" and loaded.net.config.attention_dropout is None
+    ids = torch.tensor([[2, 5, 6, 7, 0]])
+    module.load_state_dict(state)
+    torch.testing.assert_close(loaded(ids).logits, module.eval()(ids).logits, rtol=0, atol=0)
+
+
+def test_a_checkpoint_of_another_version_fails_in_one_line(ckpt_file: Path, tmp_path: Path):
+    ckpt = torch.load(ckpt_file, weights_only=True)
+    ckpt["hyper_parameters"]["rotary_base"] = 10000  # a setting this version does not have
+    torch.save(ckpt, tmp_path / "other.ckpt")
+    with pytest.raises(CheckpointError) as err:
+        load_module(tmp_path / "other.ckpt")
+    message = str(err.value)
+    assert "\n" not in message and "another version" in message and "rotary_base" in message and "retrain" in message
+
+
 def test_load_module_rebuilds_the_same_model(ckpt_file: Path):
     original = tiny_module().eval()
     loaded = load_module(ckpt_file)

@@ -1,4 +1,5 @@
-"""TransformerClassifier: padding invariance, pooling, positions, and that it can learn."""
+"""TransformerClassifier: built from EncoderConfig, old checkpoints' names, padding invariance (every
+attention path), pooling, positions, and that it can learn."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer_attention.data import CLS_ID, PAD_ID, ReviewDataModule, collate
-from transformer_attention.model import ClassifierOutput, TransformerClassifier
+from transformer_attention.model import ATTENTION_IMPLS, ClassifierOutput, EncoderConfig, TransformerClassifier
 
 
 def make_model(**kw) -> TransformerClassifier:
@@ -27,10 +28,11 @@ def batch(lengths: list[int], T: int, seed: int = 0) -> torch.Tensor:
     return ids
 
 
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_padding_does_not_change_logits(pooling: str, norm_first: bool):
-    model = make_model(pooling=pooling, norm_first=norm_first)
+def test_padding_does_not_change_logits(pooling: str, norm_first: bool, impl: str):
+    model = make_model(pooling=pooling, norm_first=norm_first, attention_impl=impl)
     ids = batch([6, 3, 8], 8)
     more = torch.cat([ids, torch.full((3, 12), PAD_ID)], dim=1)  # pad every row by 12 more
     with torch.no_grad():
@@ -50,6 +52,38 @@ def test_output_is_a_named_tuple_with_per_layer_weights():
     assert len(attns) == 3 and all(a.shape == (2, 4, 5, 5) for a in attns)
     assert all(torch.all(a[1, :, :, 2:] == 0) for a in attns)  # no weight on padding
     assert model(ids).attentions is None
+
+
+def test_built_from_a_config_whose_fields_settings_override():
+    config = EncoderConfig(d_model=24, num_heads=3, num_layers=1, attention_impl="chunked", pooling="mean")
+    model = TransformerClassifier(config, vocab_size=30, num_classes=4, num_heads=2, dropout=0.2)
+    assert model.config == EncoderConfig(d_model=24, num_heads=2, num_layers=1, attention_impl="chunked",
+                                         pooling="mean", dropout=0.2)
+    assert config.num_heads == 3  # the caller's config is left alone
+    attn = model.encoder.layers[0].self_attn
+    assert (attn.num_heads, attn.attention_impl, attn.dropout.p) == (2, "chunked", 0.0)
+    assert len(model.encoder.layers) == 1 and model.head.out_features == 4
+    assert TransformerClassifier(vocab_size=30, num_classes=2).config == EncoderConfig()  # the defaults
+
+
+def test_an_unknown_or_bad_setting_is_a_clear_error():
+    with pytest.raises(TypeError, match="'num_head'.*did you mean num_heads.*d_model, num_heads"):
+        TransformerClassifier(vocab_size=30, num_classes=2, num_head=4)
+    with pytest.raises(ValueError, match="d_model=30 is not divisible by num_heads=4"):
+        TransformerClassifier(vocab_size=30, num_classes=2, d_model=30, num_heads=4)
+    with pytest.raises(TypeError):
+        TransformerClassifier(EncoderConfig(), 30, 2)  # vocab_size and num_classes by keyword only
+
+
+def test_parameter_names_are_those_of_older_checkpoints():
+    """A state_dict written before EncoderConfig loads unchanged: the very same keys."""
+    model = TransformerClassifier(vocab_size=30, num_classes=2, num_layers=1, norm_first=True)
+    layer = [f"encoder.layers.0.self_attn.{w}.{p}" for w in ("w_q", "w_k", "w_v", "w_o") for p in ("weight", "bias")]
+    layer += [f"encoder.layers.0.{m}.{p}" for m in ("linear1", "linear2", "norm1", "norm2") for p in ("weight", "bias")]
+    expected = {"embedding.weight", *layer, "encoder.norm.weight", "encoder.norm.bias", "head.weight", "head.bias"}
+    assert set(model.state_dict()) == expected
+    learned = TransformerClassifier(vocab_size=30, num_classes=2, num_layers=1, positional="learned")
+    assert set(learned.state_dict()) - set(model.state_dict()) == {"pos_encoder.embedding.weight"}
 
 
 def test_mean_pooling_ignores_padding_exactly():
@@ -89,8 +123,8 @@ def test_overfits_one_batch():
     dm.setup()
     b = collate([dm.splits["train"][i] for i in range(16)])
     torch.manual_seed(0)
-    model = TransformerClassifier(dm.vocab_size, dm.num_classes, d_model=32, num_heads=4, num_layers=2,
-                                  dim_feedforward=64, dropout=0.0).train()
+    model = TransformerClassifier(vocab_size=dm.vocab_size, num_classes=dm.num_classes, d_model=32, num_heads=4,
+                                  num_layers=2, dim_feedforward=64, dropout=0.0).train()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(150):
         loss = F.cross_entropy(model(b["input_ids"], b["attention_mask"]).logits, b["labels"])

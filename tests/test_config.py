@@ -1,4 +1,4 @@
-"""Config checks (messages that name the key and the fix) and the whole conf/ tree composing."""
+"""Config checks (messages that name the key and the fix), the model's schema, and the whole conf/ tree composing."""
 
 from __future__ import annotations
 
@@ -10,10 +10,14 @@ from conftest import ROOT, run_entry
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf, open_dict
 
-import transformer_attention.train  # noqa: F401 - registers the resolvers train.yaml uses
-from transformer_attention.config import ConfigError, print_config_tree, spawn_ddp, validate_config
+from transformer_attention.config import ModelConfig, check_config
+from transformer_attention.errors import ConfigError
+from transformer_attention.model import EncoderConfig
+from transformer_attention.runs import print_config_tree  # and registers the resolvers and schemas conf/ uses
+from transformer_attention.train import spawn_ddp
 
 CONF = ROOT / "conf"
 
@@ -41,7 +45,7 @@ def conf():
 
 def error_of(cfg) -> str:
     with pytest.raises(ConfigError) as err:
-        validate_config(cfg)
+        check_config(cfg)
     return str(err.value)
 
 
@@ -68,7 +72,7 @@ def test_every_config_composes_resolves_and_validates(conf, group, option):
     if (group, option) in NEEDS_GPU and not torch.cuda.is_available():
         assert "no CUDA GPU" in error_of(cfg)
     else:
-        validate_config(cfg)
+        check_config(cfg)
 
 
 @pytest.mark.parametrize("config_name", sorted(p.stem for p in CONF.glob("*.yaml")))
@@ -114,30 +118,46 @@ def test_config_tree_is_printed_and_saved(conf, tmp_path: Path, capsys):
     ("override", "expected"),
     [
         ("model.num_heads=5", ["model.d_model=64", "model.num_heads=5", "divisors", "model.num_heads=4"]),
-        ("model.d_model=abc", ["model.d_model='abc'", "whole number"]),
         ("model.num_layers=0", ["model.num_layers=0", ">= 1"]),
         ("model.dim_feedforward=-8", ["model.dim_feedforward=-8", ">= 1"]),
         ("data.batch_size=0", ["data.batch_size=0", ">= 1"]),
         ("model.dropout=1.0", ["model.dropout=1.0", "[0, 1)"]),
         ("model.dropout=-0.1", ["model.dropout=-0.1", "[0, 1)"]),
         ("model.attention_dropout=1.5", ["model.attention_dropout=1.5", "[0, 1)"]),
+        ("model.label_smoothing=1.0", ["model.label_smoothing=1.0", "[0, 1)"]),
         ("data.max_length=600", ["data.max_length=600", "model.max_len=512", "model.max_len=600"]),
         ("model.pooling=maen", ["model.pooling='maen'", "cls, mean", "did you mean model.pooling=mean"]),
         ("model.attention_impl=flash", ["model.attention_impl='flash'", "math, sdpa, chunked"]),
         ("model.positional=rotary", ["model.positional='rotary'", "sinusoidal"]),
         ("model.optimizer.lr=0", ["model.optimizer.lr=0", "positive"]),
-        ("+model.num_head=4", ["model.num_head is not a parameter", "did you mean model.num_heads"]),
-        ("+trainer.max_epoch=3", ["trainer.max_epoch", "did you mean trainer.max_epochs"]),
-        ("trainer.max_epochs=ten", ["trainer.max_epochs='ten'", "int | None"]),
-        ("trainer.precision=bf16-mixd", ["trainer.precision='bf16-mixd'", "did you mean trainer.precision=bf16-mixed"]),
+        ("model.scheduler.min_lr_ratio=2", ["model.scheduler.min_lr_ratio=2", "[0, 1]"]),
+        ("+model.num_head=4", ["model.num_head is not a setting of the model", "did you mean model.num_heads"]),
+        ("trainer.max_epochs=ten", ["trainer.max_epochs='ten'", "whole number"]),
+        ("+trainer.num_nodes=0", ["trainer.num_nodes=0", ">= 1"]),
         ("data.vocab_size=1.5", ["data.vocab_size=1.5", "whole number"]),
-        ("model.norm_first=maybe", ["model.norm_first='maybe'", "bool"]),
-        ("model._target_=transformer_attention.module.Nope", ["model._target_", "cannot be imported"]),
+        ("data=imdb data.val_fraction=1", ["data.val_fraction=1", "(0, 1)"]),
+        ("data.max_length=1", ["data.max_length=1", ">= 2"]),
         ("tags=3", ["tags=3", "tags=[baseline,heads8]"]),
     ],
 )
 def test_config_error_names_key_and_fix(conf, override, expected):
-    message = error_of(conf(override))
+    message = error_of(conf(*override.split()))
+    for text in expected:
+        assert text in message, (text, message)
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("model.d_model=abc", ["'abc'", "Integer", "model.d_model"]),
+        ("model.norm_first=maybe", ["'maybe'", "bool", "model.norm_first"]),
+        ("model.num_head=4", ["Key 'num_head' not in 'ModelConfig'", "model.num_head"]),
+    ],
+)
+def test_the_model_schema_rejects_keys_and_types_when_composing(conf, override, expected):
+    with pytest.raises(ConfigCompositionException) as err:
+        conf(override)
+    message = f"{err.value} {err.value.__cause__}"
     for text in expected:
         assert text in message, (text, message)
 
@@ -149,7 +169,7 @@ def test_gpu_without_gpu_says_use_cpu(conf):
 
 
 def test_partial_configs_are_checked_too():
-    validate_config(OmegaConf.create({"model": {"d_model": 32, "num_heads": 8}}))
+    check_config(OmegaConf.create({"model": {"d_model": 32, "num_heads": 8}}))
     assert "model.num_heads=3" in error_of(OmegaConf.create({"model": {"d_model": 32, "num_heads": 3}}))
 
 
@@ -157,16 +177,25 @@ def test_partial_configs_are_checked_too():
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
-        ("model.num_head=4", "model.num_head"),  # Hydra's own struct check: the key and how to add one
-        ("model.dropout=1.5", "config error: model.dropout=1.5 must be a number in [0, 1)"),
-        ("+model.num_head=4", "config error: model.num_head is not a parameter of ClassifierModule"),
+        ("model.num_head=4", ["model.num_head"]),  # Hydra's struct check: the key and how to add one
+        ("model.d_model=abc", ["model.d_model", "'abc'"]),  # the schema's type check
+        ("model.dropout=1.5", ["config error: model.dropout=1.5 must be a number in [0, 1)"]),
+        ("+model.num_head=4", ["config error: model.num_head is not a setting of the model"]),
+        # what only the classes know fails when they are built, before the data is loaded
+        ("+trainer.max_epoch=3", ["config error:", "unexpected keyword argument 'max_epoch'", "full_key: trainer"]),
+        ("trainer.precision=bf16-mixd", ["config error:", "'bf16-mixd'", "bf16-mixed"]),
+        ("model._target_=transformer_attention.module.Nope", ["config error:", "transformer_attention.module.Nope"]),
+        ("+callbacks.attention_maps.num_example=2", ["config error:", "num_example", "attention_maps"]),
     ],
 )
 def test_entry_point_config_errors_are_one_message(tmp_path: Path, override, expected):
     proc = run_entry("train.py", override, f"paths.log_dir={tmp_path}", check=False, timeout=120)
     assert proc.returncode != 0
-    assert expected in proc.stderr
+    for text in expected:
+        assert text in proc.stderr, (text, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr
+    if "config error:" in expected[0]:
+        assert len([line for line in proc.stderr.splitlines() if "config error" in line]) == 1, proc.stderr
     assert not list(tmp_path.rglob("*.ckpt")) and not list(tmp_path.rglob("tokenizer.json"))  # no work was done
 
 
@@ -178,14 +207,21 @@ def test_spawn_ddp_switches_only_ddp_launched_by_command_line(conf):
     assert not spawn_ddp(ddp_cpu)  # already spawned
 
 
-def test_config_choices_are_the_models_own():
-    from transformer_attention import config
-    from transformer_attention.model.attention import ATTENTION_IMPLS
-    from transformer_attention.model.classifier import POOLINGS, POSITIONALS
-    from transformer_attention.model.encoder import ACTIVATIONS
+def test_a_model_setting_is_defined_once_and_reaches_config_checkpoint_and_hparams(conf):
+    """EncoderConfig's fields are conf/model's keys, the module's hyperparameters and HPARAMS columns."""
+    from hydra.utils import instantiate
 
-    assert config.ATTENTION_IMPLS == ATTENTION_IMPLS and config.POOLINGS == POOLINGS
-    assert set(config.POSITIONALS) == set(POSITIONALS) and set(config.ACTIVATIONS) == set(ACTIVATIONS)
+    from transformer_attention.callbacks import flatten_config
+
+    settings = [f.name for f in EncoderConfig.__dataclass_fields__.values()]
+    cfg = conf("model.num_heads=8", "model.pooling=mean")
+    assert set(settings) <= set(cfg.model) <= set(ModelConfig.__dataclass_fields__)
+    module = instantiate(cfg.model, vocab_size=50, num_classes=3, pad_id=0)
+    assert {k: module.hparams[k] for k in settings} == {k: cfg.model[k] for k in settings}
+    assert module.net.config == EncoderConfig(**{k: cfg.model[k] for k in settings})
+    assert module.hparams.num_heads == 8 and module.net.encoder.layers[0].self_attn.num_heads == 8
+    columns = flatten_config(OmegaConf.to_container(cfg, resolve=True))
+    assert {f"model.{k}" for k in settings} <= set(columns)
 
 
 def test_value_checks_import_no_torch():
@@ -194,9 +230,9 @@ def test_value_checks_import_no_torch():
     import sys
 
     code = (
-        "import sys; from omegaconf import OmegaConf; import transformer_attention.config as c\n"
+        "import sys; from omegaconf import OmegaConf; import transformer_attention.runs as r\n"
         "cfg = OmegaConf.create({'model': {'d_model': 30, 'num_heads': 4}})\n"
-        "try:\n    c.check_values(cfg)\nexcept c.ConfigError as e:\n    print(e)\n"
+        "try:\n    r.check_config(cfg)\nexcept ValueError as e:\n    print(e)\n"
         "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

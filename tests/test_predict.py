@@ -1,5 +1,5 @@
-"""Using a trained model: the predict() API, `python predict.py` and `python evaluate.py` on a
-checkpoint alone, in fresh processes and from another working directory."""
+"""Using a trained model: the one inference path (`infer`), the predict() API on it, `python predict.py`
+and `python evaluate.py` on a checkpoint alone, in fresh processes and from another working directory."""
 
 from __future__ import annotations
 
@@ -16,10 +16,58 @@ from test_checkpoint import tiny_module
 from test_train import final_metrics
 
 from transformer_attention.checkpoint import load_module
+from transformer_attention.data import collate, load_tokenizer
+from transformer_attention.data.tokenizer import encode
+from transformer_attention.errors import InputError
+from transformer_attention.inference import infer
 from transformer_attention.module import ClassifierModule
 from transformer_attention.predict import Prediction, predict, read_texts
 
 SENTENCES = ["the acting was not bad at all", "a dull film", "great fun, but the ending is weak"]
+
+
+# ---- the one inference path ---------------------------------------------------------------------
+def modes(module: torch.nn.Module) -> dict[str, bool]:
+    return {name: m.training for name, m in module.named_modules()}
+
+
+def test_infer_runs_in_eval_without_grad_and_restores_every_mode_exactly():
+    module = tiny_module().train()
+    module.net.head.eval()  # a frozen part of a training model: must stay in eval mode, the rest in train
+    before = modes(module)
+    seen = []
+    module.net.register_forward_hook(lambda m, args, out: seen.append((modes(module), torch.is_grad_enabled())))
+    infer(module, [[2, 5, 6], [2, 7]], need_weights=True)
+    ((during, grad),) = seen  # one forward for both rows
+    assert set(during.values()) == {False} and not grad
+    assert modes(module) == before
+    with pytest.raises(IndexError):  # a token id beyond the vocabulary: the forward raises ...
+        infer(module, [[2, 10**6]])
+    assert modes(module) == before  # ... and the modes are restored all the same
+
+
+def test_infer_rows_are_what_the_model_gives_each_row_alone():
+    module = tiny_module()
+    ids = encode(load_tokenizer(module.tokenizer_json), SENTENCES, 32)
+    rows = infer(module, ids, need_weights=True)
+    in_twos = infer(module, ids, need_weights=True, batch_size=2)
+    module.eval()
+    for row_ids, row, other in zip(ids, rows, in_twos, strict=True):
+        T = len(row_ids)
+        batch = collate([{"input_ids": row_ids, "labels": 0}])
+        with torch.no_grad():
+            alone = module(batch["input_ids"], batch["attention_mask"], need_weights=True)
+        torch.testing.assert_close(row.logits, alone.logits[0])
+        torch.testing.assert_close(row.probabilities, alone.logits[0].softmax(-1))
+        assert row.probabilities.dtype == torch.float32 and row.probabilities.device.type == "cpu"
+        assert len(row.attentions) == module.hparams.num_layers
+        for weights, expected, chunked in zip(row.attentions, alone.attentions, other.attentions, strict=True):
+            assert weights.shape == (module.hparams.num_heads, T, T)  # padding cut off
+            torch.testing.assert_close(weights, expected[0])
+            torch.testing.assert_close(chunked, weights)
+    assert infer(module, ids)[0].attentions is None and infer(module, []) == []
+    with pytest.raises(ValueError, match="batch_size=0"):
+        infer(module, ids, batch_size=0)
 
 
 # ---- the Python API, no training ----------------------------------------------------------------
@@ -68,10 +116,13 @@ def test_read_texts_combines_and_explains(tmp_path: Path):
     f = tmp_path / "reviews.txt"
     f.write_text("first review\n\n  second review  \n", encoding="utf-8")
     assert read_texts("one", ["two", "three"], str(f)) == ["one", "two", "three", "first review", "second review"]
-    with pytest.raises(ValueError, match="text_file"):
+    with pytest.raises(InputError, match="text_file"):
         read_texts()
-    with pytest.raises(FileNotFoundError, match="missing.txt"):
+    with pytest.raises(InputError, match="missing.txt.*does not exist"):
         read_texts(text_file=str(tmp_path / "missing.txt"))
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(InputError, match="latin1.txt.*UTF-8"):
+        read_texts(text_file=str(tmp_path / "latin1.txt"))
 
 
 # ---- a trained checkpoint ------------------------------------------------------------------------
@@ -139,7 +190,8 @@ def test_predict_entry_without_text_explains(trained, tmp_path: Path):
     run, _ = trained
     proc = run_entry("predict.py", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
                      f"paths.log_dir={tmp_path / 'outputs'}", cwd=tmp_path, check=False, timeout=120)
-    assert proc.returncode != 0 and "text_file" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "input error: nothing to classify" in proc.stderr and "text_file" in proc.stderr
 
 
 @pytest.mark.slow

@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import lightning as L
-import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
@@ -34,8 +33,8 @@ from torchmetrics.classification import (
     MulticlassRecall,
 )
 
-from .data.datamodule import collate
 from .data.tokenizer import encode
+from .inference import infer
 from .plotting import MAX_TOKENS, figure_to_array, plot_attention, plot_confusion_matrix
 
 log = logging.getLogger(__name__)
@@ -139,34 +138,23 @@ class AttentionMapLogger(Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.validations = state_dict.get("validations", 0)
 
-    @torch.no_grad()
     def log_maps(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """Run the model on the chosen examples and log every layer's map of each."""
+        """Run the model on the chosen examples (`infer`: eval mode, no gradients) and log every layer's
+        map of each."""
         writers = _tensorboards(trainer)
         if not self.examples or not writers:
             return
         dm = trainer.datamodule
-        batch = collate([{"input_ids": ids, "labels": 0} for _, ids, _ in self.examples], pad_id=dm.pad_id)
-        modes = {m: m.training for m in pl_module.modules()}  # restore exactly, frozen parts included
-        pl_module.eval()
-        try:
-            device = pl_module.device
-            out = pl_module(batch["input_ids"].to(device), batch["attention_mask"].to(device), need_weights=True)
-        finally:
-            for m, training in modes.items():
-                m.train(training)
-        probs = out.logits.float().softmax(dim=-1).cpu()  # (B, C)
-        names = _label_names(trainer, pl_module, probs.shape[-1])
+        rows = infer(pl_module, [ids for _, ids, _ in self.examples], pad_id=dm.pad_id, need_weights=True)
+        names = _label_names(trainer, pl_module, len(rows[0].probabilities))
         step = trainer.global_step
-        for row, (example, ids, label) in enumerate(self.examples):
-            n = len(ids)  # real tokens: the padding of the batch is cut off below
+        for (example, ids, label), row in zip(self.examples, rows, strict=True):
             tokens = [dm.tokenizer.id_to_token(int(t)) for t in ids]
-            pred = int(probs[row].argmax())
-            title = f"pred: {names[pred]} (p={probs[row, pred]:.2f})"
+            pred = int(row.probabilities.argmax())
+            title = f"pred: {names[pred]} (p={row.probabilities[pred]:.2f})"
             if label is not None:
                 title = f"true: {names[label]}, {title}"
-            for layer, attn in enumerate(out.attentions):
-                weights = attn[row, :, :n, :n].float().cpu()  # (H, n, n)
+            for layer, weights in enumerate(row.attentions):  # each (H, T, T), T = len(ids)
                 maps = {f"layer_{layer}": (weights, f"{title}, layer {layer}")}
                 if self.mean:
                     maps[f"layer_{layer}_mean"] = (weights.mean(dim=0), f"{title}, layer {layer}, mean of heads")
@@ -245,12 +233,15 @@ def log_hyperparameters(
     """Log the resolved run config to every logger. TensorBoard also gets an HPARAMS session: the
     flattened config (`model.d_model`, ... as in Hydra overrides) and, as its metric columns, the
     `metrics` scalar series of the run (None and repeats dropped). Only names are declared: no
-    placeholder values in the scalar series."""
+    placeholder values in the scalar series.
+
+    The session goes into the logger's own event file, through its SummaryWriter's public `file_writer`:
+    a second event file in the run folder could sort after the logger's (same second, uid 9 vs 10), and a
+    live `tensorboard` follows only a run's newest file, so it would stop showing the run's new scalars."""
     names = dict.fromkeys(m for m in metrics if m)
+    summaries = hparams(flatten_config(config), dict.fromkeys(names, 0.0))  # experiment, session start, end
     for lg in loggers:
         lg.log_hyperparams(dict(config))
         if isinstance(lg, TensorBoardLogger):
-            experiment, session_start, session_end = hparams(flatten_config(config), dict.fromkeys(names, 0.0))
-            writer = lg.experiment._get_file_writer()
-            for summary in (experiment, session_start, session_end):
-                writer.add_summary(summary)
+            for summary in summaries:
+                lg.experiment.file_writer.add_summary(summary)

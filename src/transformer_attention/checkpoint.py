@@ -24,16 +24,13 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import OmegaConf
 
+from .errors import CheckpointError
 from .module import ClassifierModule
 from .runs import run_dir_of
 
 log = logging.getLogger(__name__)
 
 REQUIRED_HPARAMS = ("vocab_size", "num_classes", "label_names")
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be used; the message names the path and what to do."""
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -82,7 +79,11 @@ def load_module(path: str | Path, map_location: str | torch.device = "cpu") -> C
         module.on_load_checkpoint(ckpt)
         module.load_state_dict(ckpt["state_dict"])
     except (TypeError, RuntimeError, ValueError) as err:
-        raise CheckpointError(f"checkpoint {path} does not match this version of ClassifierModule: {err}") from None
+        reason = " ".join(str(err).split())[:300]
+        raise CheckpointError(
+            f"checkpoint {path} comes from another version of transformer-attention ({reason}): "
+            "retrain it with this version, or load it with the version that wrote it"
+        ) from None
     return module.to(map_location).eval()
 
 
@@ -156,21 +157,20 @@ class SaveOnInterrupt(Callback):
     """
 
     def __init__(self) -> None:
-        self._trainer: L.Trainer | None = None
         self._ctrl_c = False
         self._previous_handler: Any = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._trainer, self._ctrl_c = trainer, False
+        self._ctrl_c = False
         if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
             self._previous_handler = signal.signal(signal.SIGINT, self._request_stop)
 
     def _request_stop(self, signum: int, frame: Any) -> None:
-        connector = getattr(self._trainer, "_signal_connector", None)
-        if self._ctrl_c or connector is None:
+        lightning_stops = callable(signal.getsignal(signal.SIGTERM))  # Lightning's SIGTERM handler is installed
+        if self._ctrl_c or not lightning_stops:
             raise KeyboardInterrupt
         self._ctrl_c = True
-        connector.received_sigterm = True  # Lightning's own graceful stop, as for SIGTERM
+        signal.raise_signal(signal.SIGTERM)  # Lightning's own graceful stop, at the end of this step
         log.warning("Ctrl-C: stopping after this training batch (press Ctrl-C again to stop at once)")
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

@@ -13,8 +13,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from .callbacks import log_hyperparameters
-from .checkpoint import CheckpointError, load_module
-from .config import ConfigError, validate_config
+from .checkpoint import load_module
+from .errors import CheckpointError
 from .train import format_metrics, instantiate_list
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,6 @@ TEST_METRICS = ("test/acc", "test/f1", "test/loss")
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     """Test `cfg.ckpt_path` on `cfg.data`'s test split; returns every logged metric as a float."""
-    validate_config(cfg)
     if not cfg.get("ckpt_path"):
         raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
     module = load_module(cfg.ckpt_path)
@@ -46,11 +45,6 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
 
 def main(cfg: DictConfig) -> dict[str, float]:
     """Hydra task function: evaluate and print the test metrics."""
-    try:
-        metrics = evaluate(cfg)
-    except ConfigError as err:
-        raise SystemExit(f"config error: {err}") from None
-    except CheckpointError as err:
-        raise SystemExit(f"checkpoint error: {err}") from None
+    metrics = evaluate(cfg)
     print(f"test metrics of {cfg.ckpt_path} ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
     return metrics

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import asdict
 from typing import Any
 
 import lightning as L
@@ -47,45 +48,38 @@ def _metrics(num_classes: int, prefix: str) -> MetricCollection:
 
 
 class ClassifierModule(L.LightningModule):
-    """Cross-entropy training of a TransformerClassifier, AdamW + warmup/cosine by default."""
+    """Cross-entropy training of a TransformerClassifier, AdamW + warmup/cosine by default.
+
+    `settings` are EncoderConfig's fields (d_model=..., num_heads=..., ...); with the data's
+    vocab_size, num_classes and pad_id they are the checkpoint's hyperparameters, all plain data.
+    """
 
     def __init__(
         self,
         vocab_size: int,
         num_classes: int,
-        d_model: int = 64,
-        num_heads: int = 4,
-        num_layers: int = 2,
-        dim_feedforward: int = 128,
-        max_len: int = 512,
-        dropout: float = 0.1,
-        attention_dropout: float | None = None,
-        attention_impl: str = "math",
-        pooling: str = "cls",
         pad_id: int = 0,
-        norm_first: bool = False,
-        activation: str = "relu",
-        positional: str = "sinusoidal",
         label_smoothing: float = 0.0,
         optimizer: Any = None,
         scheduler: Any = None,
         tokenizer: str | None = None,
         label_names: list[str] | None = None,
+        **settings: Any,
     ) -> None:
         super().__init__()
-        # optimizer / scheduler are partials from the config, not plain data a weights_only
-        # checkpoint can hold; the tokenizer (a large JSON string) travels in the checkpoint
-        # itself (on_save_checkpoint), not in hparams.yaml and TensorBoard's HPARAMS tab
-        self.save_hyperparameters(ignore=["optimizer", "scheduler", "tokenizer"])
+        self.net = TransformerClassifier(vocab_size=vocab_size, num_classes=num_classes, pad_id=pad_id, **settings)
+        # optimizer / scheduler are partials from the config, not plain data a weights_only checkpoint
+        # can hold; the tokenizer (a large JSON string) travels in the checkpoint itself
+        # (on_save_checkpoint), not in hparams.yaml and TensorBoard's HPARAMS tab
+        self.save_hyperparameters(
+            {"vocab_size": vocab_size, "num_classes": num_classes, "pad_id": pad_id, **asdict(self.net.config),
+             "label_smoothing": label_smoothing, "label_names": label_names}
+        )
         self.tokenizer_json = tokenizer
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
-        self.net = TransformerClassifier(
-            vocab_size, num_classes, d_model, num_heads, num_layers, dim_feedforward, max_len, dropout,
-            pooling, pad_id, norm_first, attention_dropout, attention_impl, activation, positional,
-        )
         self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
-        self.train_metrics = _metrics(num_classes, "train/")
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
         self.val_metrics = _metrics(num_classes, "val/")
         self.test_metrics = _metrics(num_classes, "test/")
         self.val_acc_best = MaxMetric()
@@ -108,9 +102,9 @@ class ClassifierModule(L.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss, preds, labels = self.model_step(batch)
         self.train_loss(loss)
-        self.train_metrics["acc"](preds, labels)
+        self.train_acc(preds, labels)
         self.log("train/loss", self.train_loss, on_step=True, on_epoch=True, prog_bar=True)
-        self.log("train/acc", self.train_metrics["acc"], on_step=False, on_epoch=True, prog_bar=True)
+        self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
@@ -152,7 +146,8 @@ class ClassifierModule(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def _param_groups(self, factory: Any) -> list[dict]:
-        """No weight decay on biases, LayerNorms and embeddings (as in BERT / nanoGPT)."""
+        """Weight decay on the weight matrices only: none on biases and LayerNorms (as BERT and nanoGPT)
+        and, unlike them, none on the embeddings, whose rare-word rows it would shrink towards zero."""
         wd = getattr(factory, "keywords", {}).get("weight_decay", 0.01) if factory is not None else 0.01
         decay, no_decay = [], []
         for name, p in self.net.named_parameters():

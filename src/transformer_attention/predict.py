@@ -23,9 +23,10 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from .checkpoint import CheckpointError, load_module
-from .data.datamodule import collate
-from .data.tokenizer import encode, load_tokenizer
+from .checkpoint import load_module
+from .data.tokenizer import PAD_ID, encode, load_tokenizer
+from .errors import CheckpointError, InputError
+from .inference import infer
 from .module import ClassifierModule
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,6 @@ class Prediction:
         return d
 
 
-@torch.no_grad()
 def predict(
     module: ClassifierModule,
     texts: Sequence[str],
@@ -57,7 +57,7 @@ def predict(
     batch_size: int = 64,
     max_length: int | None = None,
 ) -> list[Prediction]:
-    """Classify `texts` with the module's own tokenizer, in eval mode, on the module's device.
+    """Classify `texts` with the module's own tokenizer, in eval mode, on the module's device (`infer`).
 
     Texts are cut to `max_length` tokens: by default the length the model was trained with (kept in
     the checkpoint's tokenizer), at most the model's `max_len`.
@@ -66,56 +66,51 @@ def predict(
         texts = [texts]
     if not module.tokenizer_json:
         raise ValueError("this module has no tokenizer: load it from a train.py checkpoint")
+    hp = module.hparams
     tok = load_tokenizer(module.tokenizer_json)
     if max_length is None:
         trained = (tok.truncation or {}).get("max_length")
-        max_length = min(trained or module.hparams.max_len, module.hparams.max_len)
-    names = list(module.hparams.label_names or range(module.hparams.num_classes))
-    names = [str(n) for n in names]
-    was_training = module.training
-    module.eval()
-    results: list[Prediction] = []
-    for start in range(0, len(texts), batch_size):
-        chunk = list(texts[start : start + batch_size])
-        ids = encode(tok, chunk, max_length)
-        batch = collate([{"input_ids": row, "labels": 0} for row in ids])
-        out = module(
-            batch["input_ids"].to(module.device), batch["attention_mask"].to(module.device), need_weights=need_weights
-        )
-        probs = out.logits.float().softmax(dim=-1).cpu()  # (B, C)
-        for b, (text, row) in enumerate(zip(chunk, ids, strict=True)):
-            T = len(row)
-            k = int(probs[b].argmax())
-            attentions = [layer[b, :, :T, :T].float().cpu() for layer in out.attentions] if need_weights else None
-            results.append(
-                Prediction(
-                    text=text,
-                    label=names[k],
-                    label_id=k,
-                    probabilities={n: float(p) for n, p in zip(names, probs[b].tolist(), strict=True)},
-                    tokens=[tok.id_to_token(int(i)) for i in row],
-                    attentions=attentions,  # each (H, T, T), padding cut off
-                )
+        max_length = min(trained or hp.max_len, hp.max_len)
+    names = [str(n) for n in (hp.get("label_names") or range(hp.num_classes))]
+    ids = encode(tok, list(texts), max_length)
+    rows = infer(module, ids, pad_id=hp.get("pad_id", PAD_ID), need_weights=need_weights, batch_size=batch_size)
+    results = []
+    for text, row_ids, row in zip(texts, ids, rows, strict=True):
+        k = int(row.probabilities.argmax())
+        results.append(
+            Prediction(
+                text=text,
+                label=names[k],
+                label_id=k,
+                probabilities={n: float(p) for n, p in zip(names, row.probabilities.tolist(), strict=True)},
+                tokens=[tok.id_to_token(int(i)) for i in row_ids],
+                attentions=row.attentions,  # each (H, T, T), padding cut off
             )
-    module.train(was_training)
+        )
     return results
 
 
 def read_texts(text: str | None = None, texts: Sequence[str] | None = None, text_file: str | None = None) -> list[str]:
-    """All texts given: `text`, then `texts`, then the non-empty lines of `text_file` (`-` = stdin)."""
+    """All texts given: `text`, then `texts`, then the non-empty lines of `text_file` (`-` = stdin).
+    None at all, or a `text_file` that cannot be read, is an InputError."""
     out = ([text] if text else []) + [str(t) for t in (texts or [])]
     if text_file:
-        if text_file == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            path = Path(text_file).expanduser()
-            if not path.is_file():
-                raise FileNotFoundError(f"text_file={text_file}: {path.resolve()} does not exist")
-            lines = path.read_text(encoding="utf-8").splitlines()
-        out += [line.strip() for line in lines if line.strip()]
+        out += [line.strip() for line in _read_lines(text_file) if line.strip()]
     if not out:
-        raise ValueError('nothing to classify: pass text="...", texts=["...","..."] or text_file=<path> (- for stdin)')
+        raise InputError('nothing to classify: pass text="...", texts=["...","..."] or text_file=<path> (- for stdin)')
     return out
+
+
+def _read_lines(text_file: str) -> list[str]:
+    if text_file == "-":
+        return sys.stdin.read().splitlines()
+    path = Path(text_file).expanduser()
+    if not path.is_file():
+        raise InputError(f"text_file={text_file}: {path.resolve()} does not exist")
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"text_file={text_file}: cannot read {path.resolve()} as UTF-8 text ({err})") from None
 
 
 def save_attention_pngs(pred: Prediction, folder: Path, index: int) -> list[Path]:
@@ -130,16 +125,13 @@ def save_attention_pngs(pred: Prediction, folder: Path, index: int) -> list[Path
 
 
 def main(cfg: DictConfig) -> list[Prediction]:
-    """Hydra task function: classify the given texts, print them, write predictions.jsonl (and PNGs)."""
-    try:
-        texts = read_texts(cfg.get("text"), cfg.get("texts"), cfg.get("text_file"))
-        if not cfg.get("ckpt_path"):
-            raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
-        module = load_module(cfg.ckpt_path, map_location=cfg.get("device") or "cpu")
-    except (ValueError, FileNotFoundError) as err:
-        raise SystemExit(f"input error: {err}") from None
-    except CheckpointError as err:
-        raise SystemExit(f"checkpoint error: {err}") from None
+    """Hydra task function: classify the given texts, print them, write predictions.jsonl (and PNGs).
+    Missing texts (InputError) and an unusable checkpoint (CheckpointError) are raised for the entry
+    point's error wrapper to print as one line."""
+    texts = read_texts(cfg.get("text"), cfg.get("texts"), cfg.get("text_file"))
+    if not cfg.get("ckpt_path"):
+        raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
+    module = load_module(cfg.ckpt_path, map_location=cfg.get("device") or "cpu")
     preds = predict(module, texts, need_weights=bool(cfg.save_attention), batch_size=cfg.batch_size,
                     max_length=cfg.get("max_length"))
     run = Path(cfg.paths.output_dir)

@@ -1,12 +1,46 @@
-"""Run folders and what the entry points need before Hydra composes a config: light imports only
-(no torch), so that a bad config value fails in about a second."""
+"""What the entry points share: run folders, the config tree, and `run_task`, the one wrapper that
+checks a config and turns the project's errors into one line. Light imports only (no torch), so
+that a bad config value fails in about a second."""
 
 from __future__ import annotations
 
+import logging
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from .config import check_config, register_schemas
+from .errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+def run_task(task: str, cfg: DictConfig) -> Any:
+    """Check `cfg`, then run `transformer_attention.<task>.main(cfg)`. Bad input (the project's
+    UserErrors, a config Hydra cannot instantiate) ends a single run with `<kind>: <message>` on
+    stderr and no traceback; in a sweep it is raised, so the sweep records the job as failed."""
+    try:
+        check_config(cfg)  # before torch is imported: a bad value fails in a second
+        return import_module(f"{__package__}.{task}").main(cfg)
+    except (UserError, InstantiationException) as err:
+        cause = err.__cause__ if isinstance(err.__cause__, UserError) else err  # a constructor's own error
+        kind = cause.kind if isinstance(cause, UserError) else "config error"
+        message = " ".join(str(cause).split())  # Hydra's messages span lines: one line
+        if in_sweep():
+            log.error("%s: %s", kind, message)
+            raise
+        raise SystemExit(f"{kind}: {message}") from None
+
+
+def in_sweep() -> bool:
+    """Whether this is a job of a multirun (grid, Optuna, any launcher), not a single run."""
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def run_dir_of(ckpt_path: str | Path | None) -> Path | None:
@@ -35,12 +69,36 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver("resume_subdir", _resume_subdir, replace=True)
 
 
-def in_sweep() -> bool:
-    """Whether this is a job of a multirun (grid, Optuna, any launcher), not a single run."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+# ---- the config tree ------------------------------------------------------------------------
+ORDER = ("data", "model", "trainer", "callbacks", "logger", "paths")
 
 
-register_resolvers()  # on import: any code that composes conf/train.yaml (entry points, tests) has them
+def print_config_tree(cfg: DictConfig, save_to: str | Path | None = None) -> None:
+    """Print the resolved config as a rich tree (groups first, then the run's own values); with
+    `save_to`, also write it there as plain text."""
+    from rich.console import Console
+    from rich.syntax import Syntax
+    from rich.tree import Tree
+
+    tree = Tree("config", guide_style="dim")
+    groups = [k for k in ORDER if k in cfg] + [k for k in cfg if k not in ORDER and OmegaConf.is_dict(cfg[k])]
+    for group in groups:
+        tree.add(group).add(Syntax(_yaml(cfg[group]), "yaml", word_wrap=True))
+    rest = OmegaConf.masked_copy(cfg, [k for k in cfg if k not in groups])
+    tree.add("run").add(Syntax(_yaml(rest), "yaml", word_wrap=True))
+    console = Console(record=save_to is not None)
+    console.print(tree)
+    if save_to is not None:
+        Path(save_to).write_text(console.export_text())
+
+
+def _yaml(node: DictConfig) -> str:
+    try:
+        return OmegaConf.to_yaml(node, resolve=True)
+    except OmegaConfBaseException:  # an interpolation that only resolves in a Hydra run
+        return OmegaConf.to_yaml(node)
+
+
+# on import: any code that composes conf/ (entry points, tests) has the resolvers and the model schema
+register_resolvers()
+register_schemas()

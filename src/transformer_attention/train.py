@@ -15,17 +15,14 @@ from hydra.utils import instantiate
 from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .callbacks import HPARAM_METRICS, log_hyperparameters
-from .checkpoint import CheckpointError, check_resume, load_checkpoint, resumed_in_place
-from .config import ConfigError, print_config_tree, spawn_ddp, validate_config
-from .data.sources import DataError
-from .runs import in_sweep
+from .checkpoint import check_resume, load_checkpoint, resumed_in_place
+from .errors import ConfigError
+from .runs import in_sweep, print_config_tree
 
 log = logging.getLogger(__name__)
-# bad input the user can fix: one line on stderr naming the value and the fix, no traceback
-ERROR_KINDS = ((ConfigError, "config error"), (CheckpointError, "checkpoint error"), (DataError, "data error"))
 
 
 def instantiate_list(cfg: DictConfig | None) -> list[Any]:
@@ -38,8 +35,13 @@ def instantiate_list(cfg: DictConfig | None) -> list[Any]:
 def build(
     cfg: DictConfig, resume_from: dict[str, Any] | None = None
 ) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
-    """Data first (the model's vocab size, classes and tokenizer come from it), then the rest.
+    """The quick objects first, so a setting none of them takes fails before the data is tokenized;
+    then the data (the model's vocab size, classes and tokenizer come from it), then the model.
     A resumed run reuses the checkpoint's tokenizer and label names, so its vocabulary cannot drift."""
+    callbacks = instantiate_list(cfg.get("callbacks"))
+    loggers: list[Logger] = instantiate_list(cfg.get("logger"))
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    make_model = instantiate(cfg.model, _partial_=True)  # a bad model._target_ fails here, not after the data
     reuse: dict[str, Any] = {"output_dir": cfg.paths.output_dir}
     if resume_from is not None:
         reuse["tokenizer"] = resume_from["tokenizer"]
@@ -50,17 +52,13 @@ def build(
         reuse["tokenizer"] = rank_zero_tokenizer(Path(cfg.paths.output_dir) / "tokenizer.json")
     datamodule = instantiate(cfg.data, **reuse)
     datamodule.setup("fit")
-    model = instantiate(
-        cfg.model,
+    model = make_model(
         vocab_size=datamodule.vocab_size,
         num_classes=datamodule.num_classes,
         pad_id=datamodule.pad_id,
         tokenizer=datamodule.tokenizer_json(),
         label_names=datamodule.label_names,
     )
-    callbacks = instantiate_list(cfg.get("callbacks"))
-    loggers: list[Logger] = instantiate_list(cfg.get("logger"))
-    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     return datamodule, model, trainer
 
 
@@ -90,7 +88,6 @@ def log_tags(loggers: list[Logger], tags: list[str], notes: str | None) -> None:
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit and test as the config says; returns every logged metric as a float."""
-    validate_config(cfg)
     if in_sweep() and spawn_ddp(cfg.trainer):
         log.info("DDP in a multirun: ranks are spawned (trainer.strategy=%s)", cfg.trainer.strategy)
     if rank_zero_only.rank == 0:
@@ -130,21 +127,29 @@ def main(cfg: DictConfig) -> float | None:
     """Hydra task function: train, print the final metrics, return `optimized_metric` for sweepers."""
     try:
         metrics = train(cfg)
-    except (ConfigError, CheckpointError, DataError) as err:
-        kind = next(k for t, k in ERROR_KINDS if isinstance(err, t))
-        if in_sweep():  # an exception, not an exit: the sweep records this job as failed and goes on
-            log.error("%s: %s", kind, err)
-            raise
-        raise SystemExit(f"{kind}: {err}") from None
     except SIGTERMException as stop:  # SIGTERM or Ctrl-C: last.ckpt is saved, the resume command logged
         raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
     print(f"final metrics ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
     name = cfg.get("optimized_metric")
-    if name:
-        if name not in metrics:
-            message = f"optimized_metric={name!r} was not logged: use one of {sorted(metrics)}"
-            if in_sweep():
-                raise ConfigError(message)
-            raise SystemExit(f"config error: {message}")
-        return metrics[name]
-    return None
+    if name and name not in metrics:
+        raise ConfigError(f"optimized_metric={name!r} was not logged: use one of {sorted(metrics)}")
+    return metrics[name] if name else None
+
+
+def spawn_ddp(trainer: DictConfig) -> bool:
+    """Switch a DDP trainer config from Lightning's default launch (the other ranks re-run the command
+    line) to spawned ranks; in place, True if changed. In a multirun, re-running the command line would
+    start the whole sweep again in every rank > 0 and hang."""
+    strategy = trainer.get("strategy")
+    with open_dict(trainer):
+        if strategy == "ddp":
+            trainer.strategy = "ddp_spawn"
+            return True
+        if (
+            isinstance(strategy, DictConfig)
+            and str(strategy.get("_target_", "")).endswith("DDPStrategy")
+            and strategy.get("start_method", "popen") == "popen"
+        ):
+            strategy.start_method = "spawn"
+            return True
+    return False

@@ -5,18 +5,21 @@ Shapes: B batch, T tokens, D d_model, H heads, C classes.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
-from .attention import padding_mask
+from .config import EncoderConfig, encoder_fields
+from .dropout import use_fast_dropout
 from .encoder import TransformerEncoder, TransformerEncoderLayer
+from .masks import padding_mask
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
-POOLINGS = ("cls", "mean")
-POSITIONALS = {"sinusoidal": SinusoidalPositionalEncoding, "learned": LearnedPositionalEncoding}
+POSITIONAL_ENCODINGS = {"sinusoidal": SinusoidalPositionalEncoding, "learned": LearnedPositionalEncoding}
 
 
 class ClassifierOutput(NamedTuple):
@@ -25,45 +28,44 @@ class ClassifierOutput(NamedTuple):
 
 
 class TransformerClassifier(nn.Module):
-    """Encoder classifier. `pooling="cls"` reads the first token, which must be the tokenizer's
-    [CLS]; `"mean"` averages the non-pad positions. Padding never changes the logits."""
+    """Encoder classifier built from an `EncoderConfig`, whose fields `settings` override
+    (`TransformerClassifier(vocab_size=1000, num_classes=2, d_model=64)` works too).
+    `pooling="cls"` reads the first token, which must be the tokenizer's [CLS]; `"mean"` averages
+    the non-pad positions. Padding never changes the logits."""
 
     def __init__(
         self,
+        config: EncoderConfig | None = None,
+        *,
         vocab_size: int,
         num_classes: int,
-        d_model: int = 64,
-        num_heads: int = 4,
-        num_layers: int = 2,
-        dim_feedforward: int = 128,
-        max_len: int = 512,
-        dropout: float = 0.1,
-        pooling: str = "cls",
         pad_id: int = 0,
-        norm_first: bool = False,
-        attention_dropout: float | None = None,
-        attention_impl: str = "math",
-        activation: str = "relu",
-        positional: str = "sinusoidal",
+        **settings: Any,
     ) -> None:
         super().__init__()
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling={pooling!r}: expected one of {POOLINGS}")
-        if positional not in POSITIONALS:
-            raise ValueError(f"positional={positional!r}: expected one of {sorted(POSITIONALS)}")
-        self.d_model, self.pooling, self.pad_id = d_model, pooling, pad_id
-        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
-        nn.init.normal_(self.embedding.weight, std=d_model**-0.5)  # x * sqrt(D) then has unit scale
+        self.config = c = _with_settings(config or EncoderConfig(), settings)
+        self.pad_id = pad_id
+        self.embedding = nn.Embedding(vocab_size, c.d_model, padding_idx=pad_id)
+        nn.init.normal_(self.embedding.weight, std=c.d_model**-0.5)  # x * sqrt(D) then has unit scale
         with torch.no_grad():
             self.embedding.weight[pad_id].zero_()
-        self.pos_encoder = POSITIONALS[positional](d_model, max_len, dropout)
+        self.pos_encoder = POSITIONAL_ENCODINGS[c.positional](d_model=c.d_model, max_len=c.max_len, dropout=c.dropout)
         layer = TransformerEncoderLayer(
-            d_model, num_heads, dim_feedforward, dropout, activation, norm_first,
-            attention_dropout=attention_dropout, attention_impl=attention_impl,
+            d_model=c.d_model,
+            num_heads=c.num_heads,
+            dim_feedforward=c.dim_feedforward,
+            dropout=c.dropout,
+            activation=c.activation,
+            norm_first=c.norm_first,
+            attention_dropout=c.attention_p,
+            attention_impl=c.attention_impl,
         )
         # pre-norm stacks end un-normalised: a last LayerNorm as in GPT-2 / ViT
-        self.encoder = TransformerEncoder(layer, num_layers, nn.LayerNorm(d_model) if norm_first else None)
-        self.head = nn.Linear(d_model, num_classes)
+        final_norm = nn.LayerNorm(c.d_model) if c.norm_first else None
+        self.encoder = TransformerEncoder(layer, num_layers=c.num_layers, norm=final_norm)
+        self.head = nn.Linear(c.d_model, num_classes)
+        if c.fast_dropout:
+            use_fast_dropout(self)  # the same dropout from half the random numbers (dropout.py)
 
     def forward(
         self, tokens: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
@@ -71,15 +73,27 @@ class TransformerClassifier(nn.Module):
         """tokens (B, T) long; mask (B, T) bool, True = real token (built from pad_id if None)."""
         if mask is None:
             mask = padding_mask(tokens, self.pad_id)  # (B, T)
-        x = self.embedding(tokens) * math.sqrt(self.d_model)  # (B, T, D)
+        x = self.embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T, D)
         x = self.pos_encoder(x)
+        cls = self.config.pooling == "cls"
         # [CLS] pooling reads one row of the last layer: compute that row alone there (the maps
         # for need_weights want every row)
-        last_rows = 1 if self.pooling == "cls" and not need_weights else None
+        last_rows = 1 if cls and not need_weights else None
         x, attentions = self.encoder(x, mask=mask, need_weights=need_weights, last_rows=last_rows)  # (B, T|1, D)
-        if self.pooling == "cls":
+        if cls:
             pooled = x[:, 0]  # (B, D): the [CLS] token
         else:
             m = mask.unsqueeze(-1).to(x.dtype)  # (B, T, 1)
             pooled = (x * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)  # (B, D)
         return ClassifierOutput(self.head(pooled), attentions)
+
+
+def _with_settings(config: EncoderConfig, settings: dict[str, Any]) -> EncoderConfig:
+    """`config` with `settings` in place of its fields (checked again); an unknown name is a TypeError."""
+    valid = encoder_fields()
+    for name in settings:
+        if name not in valid:
+            near = difflib.get_close_matches(name, valid, n=1)
+            hint = f"did you mean {near[0]}? " if near else ""
+            raise TypeError(f"TransformerClassifier got an unknown setting {name!r}: {hint}valid: {', '.join(valid)}")
+    return dataclasses.replace(config, **settings)

@@ -12,10 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadAttention, expand_mask
-from .dropout import Dropout
-
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+from .attention import MultiHeadAttention
+from .config import check_encoder
+from .masks import expand_mask
 
 
 class TransformerEncoderLayer(nn.Module):
@@ -34,23 +33,32 @@ class TransformerEncoderLayer(nn.Module):
         layer_norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation={activation!r}: expected one of {sorted(ACTIVATIONS)}")
-        attn_p = dropout if attention_dropout is None else attention_dropout
-        self.self_attn = MultiHeadAttention(d_model, num_heads, attn_p, attention_impl=attention_impl)
+        check_encoder({"activation": activation})
+        self.self_attn = MultiHeadAttention(
+            d_model=d_model,
+            num_heads=num_heads,
+            dropout=dropout if attention_dropout is None else attention_dropout,
+            attention_impl=attention_impl,
+        )
         self.linear1 = nn.Linear(d_model, dim_feedforward)
         self.linear2 = nn.Linear(dim_feedforward, d_model)
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        # nn.Dropout's behaviour at half the random numbers (dropout.py)
-        self.dropout = Dropout(dropout)  # inside the feed-forward block
-        self.dropout1 = Dropout(dropout)  # on the attention block's output
-        self.dropout2 = Dropout(dropout)  # on the feed-forward block's output
-        self.activation = ACTIVATIONS[activation]
+        self.dropout = nn.Dropout(dropout)  # inside the feed-forward block
+        self.dropout1 = nn.Dropout(dropout)  # on the attention block's output
+        self.dropout2 = nn.Dropout(dropout)  # on the feed-forward block's output
+        self.activation = getattr(F, activation)  # F.relu or F.gelu
         self.norm_first = norm_first
 
-    def _sa_block(self, query: torch.Tensor, x: torch.Tensor, mask: torch.Tensor | None, need_weights: bool):
-        out, weights = self.self_attn(query, x, x, mask=mask, need_weights=need_weights)
+    def _sa_block(self, x: torch.Tensor, mask: torch.Tensor | None, need_weights: bool, rows: int | None):
+        """Self-attention of the first `rows` positions (all when None) to every position."""
+        if rows is None:
+            out, weights = self.self_attn(x, mask=mask, need_weights=need_weights)
+        else:
+            B, T, _ = x.shape
+            mask = expand_mask(mask, B, T, T)  # (B|1, 1|H, T|1, T)
+            mask = None if mask is None else mask[..., :rows, :]  # (B|1, 1|H, rows|1, T)
+            out, weights = self.self_attn(x[:, :rows], x, mask=mask, need_weights=need_weights)
         return self.dropout1(out), weights
 
     def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
@@ -68,27 +76,20 @@ class TransformerEncoderLayer(nn.Module):
         `rows`: compute only the first `rows` positions' outputs, (B, rows, D), still attending
         to every key; a classifier's last layer needs the [CLS] row alone.
         """
-        x = src
-        if rows is not None:
-            B, T, _ = src.shape
-            mask = expand_mask(mask, B, T, T)  # (B|1, 1|H, T|1, T)
-            if mask is not None and mask.shape[-2] > 1:
-                mask = mask[..., :rows, :]  # (B|1, 1|H, rows, T)
+        x = src  # x[:, :rows] below is x itself when rows is None
         if self.norm_first:
-            h = self.norm1(x)
-            sa, weights = self._sa_block(h if rows is None else h[:, :rows], h, mask, need_weights)
-            x = (x if rows is None else x[:, :rows]) + sa
+            sa, weights = self._sa_block(self.norm1(x), mask, need_weights, rows)
+            x = x[:, :rows] + sa  # (B, rows|T, D)
             x = x + self._ff_block(self.norm2(x))
         else:
-            q = x if rows is None else x[:, :rows]  # (B, rows, D)
-            sa, weights = self._sa_block(q, x, mask, need_weights)
-            x = self.norm1(q + sa)
+            sa, weights = self._sa_block(x, mask, need_weights, rows)
+            x = self.norm1(x[:, :rows] + sa)  # (B, rows|T, D)
             x = self.norm2(x + self._ff_block(x))
         return x, weights
 
 
 class TransformerEncoder(nn.Module):
-    """A stack of `num_layers` copies of `encoder_layer`, with a final LayerNorm for pre-norm."""
+    """A stack of `num_layers` copies of `encoder_layer`, with an optional final norm (pre-norm stacks)."""
 
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: nn.Module | None = None):
         super().__init__()

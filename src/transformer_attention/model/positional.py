@@ -10,8 +10,6 @@ import math
 import torch
 from torch import nn
 
-from .dropout import Dropout
-
 
 def check_length(T: int, max_len: int) -> int:
     """T itself, or a clear error when the positional table has no row for it."""
@@ -29,7 +27,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.1) -> None:
         super().__init__()
         self.max_len = max_len
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
         div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
         pe = torch.zeros(max_len, d_model, dtype=torch.float64)
@@ -52,7 +50,7 @@ class LearnedPositionalEncoding(nn.Module):
         self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, std=0.02)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D)."""

@@ -1,0 +1,212 @@
+"""The faster attention paths, behind one call: `chunked_attention` and `sdpa_attention`.
+
+Both compute what attention.py's `scaled_dot_product_attention` does (tested equal, outputs and
+gradients) but return only the output, never the Tq x Tk weights:
+- chunked: tile by tile with an online softmax and a hand-written backward (FlashAttention on plain
+  tensor ops), so memory stays linear in T;
+- sdpa: torch's fused `F.scaled_dot_product_attention`.
+
+Shapes: B batch, H heads, Tq query tokens, Tk key tokens, Dk head dim; bb / bq / bk the batch,
+query and key block lengths of the chunked path. Masks: True = attend.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .dropout import dropout_threshold, keep_mask
+from .masks import dead_rows, expand_mask
+
+# elements in one (bb, H, bq, bk) score tile of the chunked path: 4 MiB in fp32, so a tile and
+# its temporaries stay in cache and under glibc's 32 MiB mmap threshold (no page-fault storms)
+TILE_ELEMENTS = 1 << 20
+
+
+def chunked_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    block_q: int | None = None,
+    block_k: int | None = None,
+) -> torch.Tensor:
+    """Attention over (batch rows x query block x key block) tiles with an online softmax.
+
+    q (B, H, Tq, Dk), k and v (B, H, Tk, Dk) -> out (B, H, Tq, Dk). No Tq x Tk tensor exists in
+    forward or backward. Rows with no key give zeros. `dropout_p` drops weights (0 outside training).
+    """
+    _check_p(dropout_p)
+    B, H, Tq, _ = q.shape
+    Tk = k.shape[-2]
+    mask = expand_mask(mask, B, Tq, Tk)  # (B|1, H|1, Tq|1, Tk)
+    bias, dead = _open_bias(mask, torch.promote_types(q.dtype, torch.float32))
+    blocks = _block_sizes(B=B, H=H, Tq=Tq, Tk=Tk, block_q=block_q, block_k=block_k)
+    out = _ChunkedAttention.apply(q, k, v, bias, float(dropout_p), blocks)
+    return out if dead is None else out.masked_fill(dead, 0.0)  # (B, H, Tq, Dk)
+
+
+def sdpa_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, dropout_p: float = 0.0
+) -> torch.Tensor:
+    """torch's fused kernel with this project's convention: q (B, H, Tq, Dk), k and v (B, H, Tk, Dk)
+    -> out (B, H, Tq, Dk), zeros (and zero gradients) on a row with no key."""
+    _check_p(dropout_p)
+    mask = expand_mask(mask, q.shape[0], q.shape[-2], k.shape[-2])  # (B|1, H|1, Tq|1, Tk)
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    # the kernel gives NaN or an average of V on a row with no visible key: open such rows for
+    # it, then zero their output (and so their gradients)
+    dead = dead_rows(mask)  # (B|1, H|1, Tq|1, 1)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | dead, dropout_p=dropout_p)
+    return out.masked_fill(dead, 0.0)  # (B, H, Tq, Dk)
+
+
+def _check_p(p: float) -> None:
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout_p={p} must be in [0, 1)")
+
+
+def _open_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """An additive score bias (0 = attend, -inf = masked) and the dead rows of an expanded mask.
+
+    Dead rows (queries with no key at all) are opened in the bias, so no softmax sees a row of
+    only -inf (NaN); the caller zeroes their outputs afterwards, which also zeroes their gradients.
+    """
+    if mask is None:
+        return None, None
+    dead = dead_rows(mask)  # (B|1, H|1, Tq|1, 1)
+    bias = torch.full(mask.shape, float("-inf"), dtype=dtype, device=mask.device)
+    return bias.masked_fill_(mask | dead, 0.0), dead  # (B|1, H|1, Tq|1, Tk)
+
+
+def _block_sizes(B: int, H: int, Tq: int, Tk: int, block_q: int | None, block_k: int | None):
+    """(batch rows, query rows, key rows) per tile: key blocks up to 512, query blocks up to 128,
+    then as many batch rows as fit in TILE_ELEMENTS (fewer query rows when one does not fit)."""
+    bk = min(Tk, block_k or 512)
+    bq = min(Tq, block_q or 128)
+    if block_q is None and H * bq * bk > TILE_ELEMENTS:
+        bq = min(Tq, max(16, TILE_ELEMENTS // (H * bk)))
+    bb = min(B, max(1, TILE_ELEMENTS // (H * bq * bk)))
+    return bb, bq, bk
+
+
+def _spans(T: int, block: int) -> list[tuple[int, int]]:
+    return [(start, min(start + block, T)) for start in range(0, T, block)]
+
+
+def _tile(x: torch.Tensor | None, b: tuple[int, int], i: tuple[int, int], j: tuple[int, int]):
+    """The (batch b, query rows i, key rows j) tile of a (B|1, H|1, Tq|1, Tk) tensor; dims of 1 broadcast."""
+    if x is None:
+        return None
+    return x[slice(*b) if x.shape[0] > 1 else slice(None), :, slice(*i) if x.shape[-2] > 1 else slice(None), slice(*j)]
+
+
+def _scores(q_i, k_j, bias_ij, acc_dtype) -> torch.Tensor:
+    """One (bb, H, bq, bk) tile of the biased scores, in the accumulation dtype."""
+    s = (q_i @ k_j.transpose(-2, -1)).to(acc_dtype)  # q is pre-scaled by 1 / sqrt(Dk)
+    return s if bias_ij is None else s.add_(bias_ij)
+
+
+def _generator(device: torch.device, seed: int) -> torch.Generator:
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    return gen
+
+
+class _ChunkedAttention(torch.autograd.Function):
+    """Tiled attention with an online softmax over key blocks. Backward recomputes each score
+    tile from Q, K and the saved row log-sum-exp instead of storing the weights, so memory
+    stays linear in T in both directions (FlashAttention, Dao et al. 2022, on plain tensor ops).
+
+    Every row of `bias` must have a key it may attend to (_open_bias opens dead rows).
+    Dropout on the weights is drawn per tile from a generator seeded once per call (from torch's
+    global RNG, so torch.manual_seed rules); backward replays the seed in the same tile order,
+    so it sees the same dropout masks.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, dropout_p: float, blocks: tuple[int, int, int]):
+        B, H, Tq, Dk = q.shape
+        acc_dtype = torch.promote_types(q.dtype, torch.float32)  # softmax statistics: fp32 or better
+        q = (q * Dk**-0.5).contiguous()  # (B, H, Tq, Dk): scaled once; contiguous, so tiles fold into bmm
+        k, v = k.contiguous(), v.contiguous()  # (B, H, Tk, Dk)
+        # written in (B, Tq, H, Dk) layout: merging the heads afterwards is a free view
+        out = q.new_empty(B, Tq, H, Dk).transpose(1, 2)  # (B, H, Tq, Dk)
+        lse = q.new_empty(B, H, Tq, 1, dtype=acc_dtype)  # log-sum-exp of each row's scores
+        seed = int(torch.randint(0, 2**62, (1,))) if dropout_p > 0 else 0
+        gen = _generator(q.device, seed) if dropout_p > 0 else None
+        threshold, keep_scale = dropout_threshold(dropout_p)  # masks from half the random numbers
+        bb, bq, bk = blocks
+        for b in _spans(B, bb):
+            for i in _spans(Tq, bq):
+                q_i = q[slice(*b), :, slice(*i)]  # (bb, H, bq, Dk)
+                row_max = row_sum = acc = None
+                for j in _spans(k.shape[-2], bk):
+                    v_j = v[slice(*b), :, slice(*j)]  # (bb, H, bk, Dk)
+                    s = _scores(q_i, k[slice(*b), :, slice(*j)], _tile(bias, b, i, j), acc_dtype)
+                    new_max = s.amax(dim=-1, keepdim=True)  # (bb, H, bq, 1)
+                    if row_max is not None:
+                        new_max = torch.maximum(row_max, new_max)
+                    # a row with no visible key in the blocks so far: shift by 0, not by -inf
+                    shift = new_max.masked_fill(new_max == float("-inf"), 0.0)
+                    p = s.sub_(shift).exp_()  # (bb, H, bq, bk) unnormalised weights
+                    p_sum = p.sum(dim=-1, keepdim=True)
+                    if gen is not None:
+                        p.mul_(keep_mask(p.shape, threshold, gen))  # dropout after the row sum ...
+                    pv = (p.to(v.dtype) @ v_j).to(acc_dtype)  # (bb, H, bq, Dk)
+                    if gen is not None:
+                        pv.mul_(keep_scale)  # ... and its 1 / (1 - p) on the small side
+                    if row_max is None:
+                        row_sum, acc = p_sum, pv
+                    else:
+                        rescale = torch.exp(row_max - shift)  # what was summed under the old max
+                        row_sum = row_sum * rescale + p_sum
+                        acc = acc * rescale + pv
+                    row_max = new_max
+                out[slice(*b), :, slice(*i)] = acc / row_sum
+                lse[slice(*b), :, slice(*i)] = row_max + row_sum.log()
+        ctx.save_for_backward(q, k, v, out, lse, bias)
+        ctx.dropout_p, ctx.seed, ctx.blocks = dropout_p, seed, blocks
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, out, lse, bias = ctx.saved_tensors
+        B, H, Tq, Dk = q.shape
+        Tk = k.shape[-2]
+        acc_dtype = lse.dtype
+        grad_out = grad_out.contiguous()  # (B, H, Tq, Dk)
+        # the softmax backward's row term: sum_j P_ij dP_ij = rowsum(dO * O)
+        delta = (grad_out.to(acc_dtype) * out).sum(dim=-1, keepdim=True)  # (B, H, Tq, 1)
+        # gradients laid out as (B, T, H, Dk), like the projections they flow back into
+        dq = q.new_zeros(B, Tq, H, Dk, dtype=acc_dtype).transpose(1, 2)  # (B, H, Tq, Dk)
+        dk = q.new_zeros(B, Tk, H, Dk, dtype=acc_dtype).transpose(1, 2)  # (B, H, Tk, Dk)
+        dv = q.new_zeros(B, Tk, H, Dk, dtype=acc_dtype).transpose(1, 2)  # (B, H, Tk, Dk)
+        gen = _generator(q.device, ctx.seed) if ctx.dropout_p > 0 else None
+        threshold, keep_scale = dropout_threshold(ctx.dropout_p)
+        bb, bq, bk = ctx.blocks
+        for b in _spans(B, bb):
+            for i in _spans(Tq, bq):
+                bi = (slice(*b), slice(None), slice(*i))
+                q_i, do_i = q[bi], grad_out[bi]  # (bb, H, bq, Dk)
+                if gen is not None:
+                    do_i = do_i * keep_scale  # dropout's 1 / (1 - p), folded into dO
+                for j in _spans(Tk, bk):
+                    bj = (slice(*b), slice(None), slice(*j))
+                    k_j, v_j = k[bj], v[bj]  # (bb, H, bk, Dk)
+                    s = _scores(q_i, k_j, _tile(bias, b, i, j), acc_dtype)
+                    p = s.sub_(lse[bi]).exp_()  # the forward's normalised weights, recomputed
+                    dp = (do_i @ v_j.transpose(-2, -1)).to(acc_dtype)  # (bb, H, bq, bk)
+                    p_drop = p
+                    if gen is not None:
+                        keep = keep_mask(p.shape, threshold, gen)  # the forward's mask, replayed
+                        p_drop = p * keep
+                        dp.mul_(keep)
+                    dv[bj] += p_drop.to(v.dtype).transpose(-2, -1) @ do_i  # (bb, H, bk, Dk)
+                    ds = dp.sub_(delta[bi]).mul_(p).to(q.dtype)  # dS = P * (dP - D)
+                    dq[bi] += ds @ k_j  # (bb, H, bq, Dk)
+                    dk[bj] += ds.transpose(-2, -1) @ q_i  # (bb, H, bk, Dk); q_i is pre-scaled
+        dq = dq.mul_(Dk**-0.5)  # the forward scaled q by 1 / sqrt(Dk) before Q K^T
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None
