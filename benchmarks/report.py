@@ -86,8 +86,18 @@ def accuracy(data: dict) -> str:
     return f"Mean over seeds; extra overrides: `{extra}`.\n\n" + markdown(data["summary"], cols)
 
 
-SECTIONS = {"train_step": train_step, "attention": attention, "compile": compile_, "allocator": allocator,
-            "accuracy": accuracy}
+def versions(data: dict) -> str:
+    cfg, base = data["config"], data["base"]
+    cols = [("case", "case", "s"), ("base_ms", f"{base} ms", ".1f"), ("ours_ms", "this version ms", ".1f"),
+            ("ours_vs_base", f"time x {base}", ".2f"), ("ours_vs_base_default", f"x {base}'s default", ".2f")]
+    return (f"Training step, batch {cfg['batch']} x seq {cfg['seq']}, d_model {cfg['d_model']}, {cfg['num_heads']} "
+            f"heads, {cfg['num_layers']} layers, ff {cfg['dim_feedforward']}, AdamW ({cfg['rounds']} interleaved "
+            f"rounds, median), both versions in one process.\n\n" + markdown(data["rows"], cols) + "\n\n"
+            + machine_line(data))
+
+
+SECTIONS = {"train_step": train_step, "versions": versions, "attention": attention, "compile": compile_,
+            "allocator": allocator, "accuracy": accuracy}
 
 
 def main() -> None:
