@@ -153,7 +153,8 @@ class SaveOnInterrupt(Callback):
     after a validation batch; that validation is not redone on resume). The first Ctrl-C only asks
     for that stop (a second one stops at once), so the checkpoint holds one consistent step and the
     resumed run continues the global step and the TensorBoard curves without a gap or a repeat.
-    Other exceptions leave `last.ckpt` as it was.
+    Other exceptions leave `last.ckpt` as it was. (Lightning's OnExceptionCheckpoint saves on every
+    exception and deletes its file when the run ends; a resume point wants neither.)
     """
 
     def __init__(self) -> None:

@@ -1,4 +1,4 @@
-"""The training run: instantiate data, model, callbacks, logger and trainer; fit; test."""
+"""The training run: instantiate callbacks, loggers, trainer, data and model; fit; test."""
 
 from __future__ import annotations
 
