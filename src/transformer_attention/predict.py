@@ -119,7 +119,9 @@ def save_attention_pngs(pred: Prediction, folder: Path, index: int) -> list[Path
 
     title = f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {pred.text[:60]}"
     return [
-        save_attention_png(folder / f"{index:04d}_layer{layer}.png", pred.tokens, weights, f"layer {layer} | {title}")
+        save_attention_png(
+            folder / f"{index:04d}_layer{layer}.png", pred.tokens, weights, title=f"layer {layer} | {title}"
+        )
         for layer, weights in enumerate(pred.attentions or [])
     ]
 

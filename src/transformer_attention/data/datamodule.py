@@ -91,12 +91,15 @@ class ReviewDataModule(L.LightningDataModule):
             raw, class_names = make_toy_splits(self.toy_size, seed=self.seed, val_fraction=0.1), TOY_LABEL_NAMES
         else:
             raw, class_names = load_columns(
-                self.name, self.path, self.data_files, self.text_column, self.label_column, self.split_names
+                self.name, path=self.path, data_files=self.data_files, text_column=self.text_column,
+                label_column=self.label_column, split_names=self.split_names,
             )
         for split in list(raw):
             raw[split] = self._drop_empty(split, raw[split])
         labels = {split: cols["label"] for split, cols in raw.items()}
-        ids, self.label_names = labels_to_ids(labels, self.label_names, self.num_classes_target, class_names)
+        ids, self.label_names = labels_to_ids(
+            labels, label_names=self.label_names, num_classes=self.num_classes_target, class_names=class_names
+        )
         for split, cols in raw.items():
             cols["label"] = ids[split]
         if "validation" not in raw:

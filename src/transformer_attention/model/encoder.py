@@ -78,11 +78,11 @@ class TransformerEncoderLayer(nn.Module):
         """
         x = src  # x[:, :rows] below is x itself when rows is None
         if self.norm_first:
-            sa, weights = self._sa_block(self.norm1(x), mask, need_weights, rows)
+            sa, weights = self._sa_block(self.norm1(x), mask, need_weights=need_weights, rows=rows)
             x = x[:, :rows] + sa  # (B, rows|T, D)
             x = x + self._ff_block(self.norm2(x))
         else:
-            sa, weights = self._sa_block(x, mask, need_weights, rows)
+            sa, weights = self._sa_block(x, mask, need_weights=need_weights, rows=rows)
             x = self.norm1(x[:, :rows] + sa)  # (B, rows|T, D)
             x = self.norm2(x + self._ff_block(x))
         return x, weights
