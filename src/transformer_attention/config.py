@@ -9,7 +9,6 @@ Each failure is a ConfigError that names the key, the bad value and the fix.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -19,7 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .data.settings import check_data_settings
 from .errors import ConfigError
-from .model.config import EncoderConfig, check_encoder
+from .model.config import EncoderConfig, check_encoder, closest
 
 
 @dataclass
@@ -44,8 +43,8 @@ def check_config(cfg: DictConfig) -> None:
     known = [f.name for f in fields(ModelConfig)]
     for key in model:
         if key not in known:  # `+model.key=...` gets past the schema: Hydra's `+` may add keys
-            near = difflib.get_close_matches(key, known, n=1)
-            fix = f"did you mean model.{near[0]}?" if near else f"the settings are: {', '.join(known)}"
+            near = closest(key, known)
+            fix = f"did you mean model.{near}?" if near else f"the settings are: {', '.join(known)}"
             raise ConfigError(f"model.{key} is not a setting of the model: {fix}")
     try:
         check_encoder(model, prefix="model.")

@@ -14,7 +14,7 @@ from torch import nn
 
 from .config import check_encoder
 from .fast_attention import chunked_attention, sdpa_attention
-from .masks import causal_mask, expand_mask, padding_mask
+from .masks import causal_mask, dead_rows, expand_mask, padding_mask
 
 __all__ = ["MultiHeadAttention", "causal_mask", "expand_mask", "padding_mask", "scaled_dot_product_attention"]
 
@@ -42,8 +42,7 @@ def scaled_dot_product_attention(
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = F.softmax(scores, dim=-1)  # (B, H, Tq, Tk)
     if mask is not None:
-        no_key = ~mask.any(dim=-1, keepdim=True)  # (B|1, H|1, Tq|1, 1)
-        weights = weights.masked_fill(no_key, 0.0)  # such a row came out uniform: zero it
+        weights = weights.masked_fill(dead_rows(mask), 0.0)  # a query with no key came out uniform: zero it
     dropped = weights if dropout is None else dropout(weights)
     return dropped @ v, weights  # (B, H, Tq, Dk)
 

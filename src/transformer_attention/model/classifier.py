@@ -6,14 +6,13 @@ Shapes: B batch, T tokens, D d_model, H heads, C classes.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
-from .config import EncoderConfig, encoder_fields
+from .config import EncoderConfig, closest, encoder_fields
 from .dropout import use_fast_dropout
 from .encoder import TransformerEncoder, TransformerEncoderLayer
 from .masks import padding_mask
@@ -93,7 +92,7 @@ def _with_settings(config: EncoderConfig, settings: dict[str, Any]) -> EncoderCo
     valid = encoder_fields()
     for name in settings:
         if name not in valid:
-            near = difflib.get_close_matches(name, valid, n=1)
-            hint = f"did you mean {near[0]}? " if near else ""
+            near = closest(name, valid)
+            hint = f"did you mean {near}? " if near else ""
             raise TypeError(f"TransformerClassifier got an unknown setting {name!r}: {hint}valid: {', '.join(valid)}")
     return dataclasses.replace(config, **settings)

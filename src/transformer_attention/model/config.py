@@ -9,7 +9,7 @@ Standard library only: a config is checked in about a second, before torch is im
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Optional
 
@@ -75,9 +75,15 @@ def check_encoder(values: Mapping[str, Any], prefix: str = "") -> None:
     for key, allowed in {**choices, "activation": ACTIVATIONS}.items():
         value = values.get(key, allowed[0])
         if value not in allowed:
-            near = difflib.get_close_matches(str(value), allowed, n=1)
-            fix = f"did you mean {prefix}{key}={near[0]}?" if near else f"use {prefix}{key}={allowed[0]}"
+            near = closest(value, allowed)
+            fix = f"did you mean {prefix}{key}={near}?" if near else f"use {prefix}{key}={allowed[0]}"
             raise ValueError(f"{prefix}{key}={value!r} is not one of {', '.join(allowed)}: {fix}")
+
+
+def closest(name: Any, known: Sequence[str]) -> str | None:
+    """The known name nearest a misspelt `name`, for a "did you mean" hint; None when none is near."""
+    near = difflib.get_close_matches(str(name), list(known), n=1)
+    return near[0] if near else None
 
 
 def _is_int(value: Any) -> bool:
