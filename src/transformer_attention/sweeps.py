@@ -18,9 +18,10 @@ from typing import Any
 import optuna
 from hydra.types import HydraContext, TaskFunction
 from hydra.utils import instantiate
-from hydra_plugins.hydra_optuna_sweeper._impl import OptunaSweeperImpl
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
+
+from .compat import OptunaSweeperBase
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def trials_done(study: optuna.Study) -> int:
     return sum(t.state.is_finished() and t.number not in interrupted for t in study.get_trials(deepcopy=False))
 
 
-class ResumableOptunaSweeperImpl(OptunaSweeperImpl):
+class ResumableOptunaSweeperImpl(OptunaSweeperBase):
     """`n_trials` is the study's total: a launch runs only the trials still missing, numbered on from
     the study's, with the sampler seeded past the trials it already proposed."""
 
@@ -120,7 +121,7 @@ class ResumableOptunaSweeperImpl(OptunaSweeperImpl):
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
 
         study = optuna.create_study(
-            study_name=self.study_name, storage=self.storage, directions=self._get_directions(), load_if_exists=True
+            study_name=self.study_name, storage=self.storage, directions=self.study_directions(), load_if_exists=True
         )
         check_overrides(study, self.task_overrides)
         fail_interrupted(study)
@@ -142,7 +143,6 @@ class ResumableOptunaSweeperImpl(OptunaSweeperImpl):
                 f"no trial of study {study.study_name!r} completed ({err}); every trial's log is in {sweep_dir}"
             ) from None
 
-    def _configure_trials(self, trials: list[optuna.trial.Trial], *args: Any, **kwargs: Any) -> Any:
-        # job number = trial number: the job's folder is the trial's, whatever ran before
-        self.job_idx = trials[0].number
-        return super()._configure_trials(trials, *args, **kwargs)
+    def first_job_number(self, trials: list[optuna.trial.Trial]) -> int:
+        """Job number = trial number: the job's folder is the trial's, whatever ran before."""
+        return trials[0].number
