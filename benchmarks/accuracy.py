@@ -31,8 +31,14 @@ DATASETS = {"toy": ["data=toy"], "rotten_tomatoes": ["data=rotten_tomatoes", f"d
 
 def run(overrides: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, str(ROOT / "train.py"), *overrides, f"paths.log_dir={tmp}",
-               "trainer.enable_progress_bar=false", "callbacks.attention_maps=null"]
+        cmd = [
+            sys.executable,
+            str(ROOT / "train.py"),
+            *overrides,
+            f"paths.log_dir={tmp}",
+            "trainer.enable_progress_bar=false",
+            "callbacks.attention_maps=null",
+        ]
         env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
         start = time.perf_counter()
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -60,10 +66,22 @@ def main() -> None:
             print(f"skipping {dataset}: {DATA / dataset} is absent")
             continue
         for seed, attn_p, precision in itertools.product(args.seeds, args.attention_dropouts, args.precisions):
-            overrides = [*DATASETS[dataset], f"seed={seed}", f"model.attention_dropout={attn_p}",
-                         f"trainer.precision={precision}", *args.extra]
-            rows.append({"dataset": dataset, "seed": seed, "attention_dropout": attn_p, "precision": precision,
-                         **run(overrides)})
+            overrides = [
+                *DATASETS[dataset],
+                f"seed={seed}",
+                f"model.attention_dropout={attn_p}",
+                f"trainer.precision={precision}",
+                *args.extra,
+            ]
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "seed": seed,
+                    "attention_dropout": attn_p,
+                    "precision": precision,
+                    **run(overrides),
+                }
+            )
             print(table(rows[-1:], COLUMNS), flush=True)
     summary = []
     for key, group in itertools.groupby(
@@ -71,21 +89,38 @@ def main() -> None:
         key=lambda r: (r["dataset"], r["attention_dropout"], r["precision"]),
     ):
         group = list(group)
-        summary.append({
-            "dataset": key[0], "attention_dropout": key[1], "precision": key[2], "seed": len(group),
-            **{m: statistics.mean(r[m] for r in group) for m in ("test_acc", "val_acc_best", "wall_s")},
-        })
+        summary.append(
+            {
+                "dataset": key[0],
+                "attention_dropout": key[1],
+                "precision": key[2],
+                "seed": len(group),
+                **{m: statistics.mean(r[m] for r in group) for m in ("test_acc", "val_acc_best", "wall_s")},
+            }
+        )
     print(f"\nruns (overrides: {' '.join(args.extra) or 'none'})")
     print(table(rows, COLUMNS))
     print("\nmean over seeds (seed column: how many)")
     print(table(summary, COLUMNS))
-    write_json(Path(args.json), {"benchmark": "accuracy of full runs", "machine": machine(), "config": vars(args),
-                                 "rows": rows, "summary": summary})
+    write_json(
+        Path(args.json),
+        {
+            "benchmark": "accuracy of full runs",
+            "machine": machine(),
+            "config": vars(args),
+            "rows": rows,
+            "summary": summary,
+        },
+    )
 
 
 COLUMNS = [
-    ("dataset", "dataset", "s"), ("attention_dropout", "attn dropout", "g"), ("precision", "precision", "s"),
-    ("seed", "seed", "d"), ("test_acc", "test acc", ".4f"), ("val_acc_best", "val acc best", ".4f"),
+    ("dataset", "dataset", "s"),
+    ("attention_dropout", "attn dropout", "g"),
+    ("precision", "precision", "s"),
+    ("seed", "seed", "d"),
+    ("test_acc", "test acc", ".4f"),
+    ("val_acc_best", "val acc best", ".4f"),
     ("wall_s", "wall s", ".0f"),
 ]
 

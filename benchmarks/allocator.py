@@ -102,22 +102,41 @@ def main() -> None:
         for name in settings:
             runs = results[(workload, name)]
             t = statistics.median(r["median_s"] for r in runs)
-            rows.append({
-                "workload": workload, "allocator": name, "ms": 1e3 * t, "vs_default": base / t,
-                "faults": statistics.median(r["faults_per_call"] for r in runs),
-                "samples_s": [r["median_s"] for r in runs], "env": settings[name],
-            })
-        print(table(rows[-len(settings):], COLUMNS), flush=True)
-    print("\nallocators, median over rounds of alternating child processes" + (
-        f" (skipped, not installed: {', '.join(skipped)})" if skipped else ""))
+            rows.append(
+                {
+                    "workload": workload,
+                    "allocator": name,
+                    "ms": 1e3 * t,
+                    "vs_default": base / t,
+                    "faults": statistics.median(r["faults_per_call"] for r in runs),
+                    "samples_s": [r["median_s"] for r in runs],
+                    "env": settings[name],
+                }
+            )
+        print(table(rows[-len(settings) :], COLUMNS), flush=True)
+    print(
+        "\nallocators, median over rounds of alternating child processes"
+        + (f" (skipped, not installed: {', '.join(skipped)})" if skipped else "")
+    )
     print(table(rows, COLUMNS))
-    write_json(Path(args.json), {"benchmark": "memory allocators", "machine": machine(), "config": vars(args),
-                                 "skipped": skipped, "rows": rows})
+    write_json(
+        Path(args.json),
+        {
+            "benchmark": "memory allocators",
+            "machine": machine(),
+            "config": vars(args),
+            "skipped": skipped,
+            "rows": rows,
+        },
+    )
 
 
 COLUMNS = [
-    ("workload", "workload", "s"), ("allocator", "allocator", "s"), ("ms", "ms / call", ".1f"),
-    ("vs_default", "x default", ".2f"), ("faults", "page faults / call", ".0f"),
+    ("workload", "workload", "s"),
+    ("allocator", "allocator", "s"),
+    ("ms", "ms / call", ".1f"),
+    ("vs_default", "x default", ".2f"),
+    ("faults", "page faults / call", ".0f"),
 ]
 
 if __name__ == "__main__":

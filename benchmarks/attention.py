@@ -86,41 +86,73 @@ def main() -> None:
         mem = {name: peak_memory_bytes(fn) for name, fn in fns.items()}
         for name in IMPLS:
             t = times[name]["median_s"]
-            rows.append({
-                "seq": T, "impl": name, "ms": 1e3 * t, "cpu_ms": 1e3 * times[name]["median_cpu_s"],
-                "peak_mib": mem[name] / 2**20,
-                "speed_vs_torch": times["torch"]["median_s"] / t,
-                "speed_vs_math": times["math"]["median_s"] / t,
-                "mem_vs_math": mem[name] / mem["math"],
-                "samples_s": times[name]["samples_s"], "padding": round(1 - mask.float().mean().item(), 3),
-            })
-        print(table(rows[-len(IMPLS):], COLUMNS), flush=True)
+            rows.append(
+                {
+                    "seq": T,
+                    "impl": name,
+                    "ms": 1e3 * t,
+                    "cpu_ms": 1e3 * times[name]["median_cpu_s"],
+                    "peak_mib": mem[name] / 2**20,
+                    "speed_vs_torch": times["torch"]["median_s"] / t,
+                    "speed_vs_math": times["math"]["median_s"] / t,
+                    "mem_vs_math": mem[name] / mem["math"],
+                    "samples_s": times[name]["samples_s"],
+                    "padding": round(1 - mask.float().mean().item(), 3),
+                }
+            )
+        print(table(rows[-len(IMPLS) :], COLUMNS), flush=True)
 
     growth = []
     for name in IMPLS:
         mine = [r for r in rows if r["impl"] == name]
         for a, b in zip(mine, mine[1:], strict=False):
             k = math.log(b["seq"] / a["seq"])
-            growth.append({
-                "impl": name, "seqs": f"{a['seq']}->{b['seq']}",
-                "time_exp": math.log(b["ms"] / a["ms"]) / k, "mem_exp": math.log(b["peak_mib"] / a["peak_mib"]) / k,
-            })
-    print(f"\nforward+backward, batch {args.batch}, d_model {args.d_model}, {args.heads} heads, "
-          f"attention dropout {args.dropout:g}")
+            growth.append(
+                {
+                    "impl": name,
+                    "seqs": f"{a['seq']}->{b['seq']}",
+                    "time_exp": math.log(b["ms"] / a["ms"]) / k,
+                    "mem_exp": math.log(b["peak_mib"] / a["peak_mib"]) / k,
+                }
+            )
+    print(
+        f"\nforward+backward, batch {args.batch}, d_model {args.d_model}, {args.heads} heads, "
+        f"attention dropout {args.dropout:g}"
+    )
     print(table(rows, COLUMNS))
     print("\ngrowth: time ~ T^time_exp, memory ~ T^mem_exp between consecutive lengths")
-    print(table(growth, [("impl", "impl", "s"), ("seqs", "seqs", "s"), ("time_exp", "time exp", ".2f"),
-                         ("mem_exp", "mem exp", ".2f")]))
-    write_json(Path(args.json), {
-        "benchmark": "attention forward+backward", "machine": machine(), "config": vars(args),
-        "memory_method": "torch.profiler profile_memory=True: max running sum of tensor allocations",
-        "rows": rows, "growth": growth,
-    })
+    print(
+        table(
+            growth,
+            [
+                ("impl", "impl", "s"),
+                ("seqs", "seqs", "s"),
+                ("time_exp", "time exp", ".2f"),
+                ("mem_exp", "mem exp", ".2f"),
+            ],
+        )
+    )
+    write_json(
+        Path(args.json),
+        {
+            "benchmark": "attention forward+backward",
+            "machine": machine(),
+            "config": vars(args),
+            "memory_method": "torch.profiler profile_memory=True: max running sum of tensor allocations",
+            "rows": rows,
+            "growth": growth,
+        },
+    )
 
 
 COLUMNS = [
-    ("seq", "seq", "d"), ("impl", "impl", "s"), ("ms", "fwd+bwd ms", ".1f"), ("speed_vs_torch", "x torch", ".2f"),
-    ("speed_vs_math", "x math", ".2f"), ("peak_mib", "peak MiB", ".1f"), ("mem_vs_math", "mem / math", ".3f"),
+    ("seq", "seq", "d"),
+    ("impl", "impl", "s"),
+    ("ms", "fwd+bwd ms", ".1f"),
+    ("speed_vs_torch", "x torch", ".2f"),
+    ("speed_vs_math", "x math", ".2f"),
+    ("peak_mib", "peak MiB", ".1f"),
+    ("mem_vs_math", "mem / math", ".3f"),
 ]
 
 if __name__ == "__main__":

@@ -78,8 +78,13 @@ def transformer_results(folder: Path) -> dict:
         if "test/acc" in ea.Tags()["scalars"]:
             accs.append(ea.Scalars("test/acc")[-1].value)
             vals.append(ea.Scalars("val/acc_best")[-1].value)
-    return {"runs": len(accs), "test_acc": accs, "val_acc_best": vals,
-            "test_mean": float(np.mean(accs)) if accs else None, "test_std": float(np.std(accs)) if accs else None}
+    return {
+        "runs": len(accs),
+        "test_acc": accs,
+        "val_acc_best": vals,
+        "test_mean": float(np.mean(accs)) if accs else None,
+        "test_std": float(np.std(accs)) if accs else None,
+    }
 
 
 def main() -> None:
@@ -96,14 +101,20 @@ def main() -> None:
         for ngram in (1, 2):
             rows.append(run(name, splits, ngram))
             r = rows[-1]
-            print(f"{r['dataset']:<16} {r['features']:<16} C={r['C']:<5} val {r['val_acc']:.4f}  "
-                  f"test {r['test_acc']:.4f}  ({r['seconds']} s)", flush=True)
+            print(
+                f"{r['dataset']:<16} {r['features']:<16} C={r['C']:<5} val {r['val_acc']:.4f}  "
+                f"test {r['test_acc']:.4f}  ({r['seconds']} s)",
+                flush=True,
+            )
         if name in runs:
             t = transformer_results(Path(runs[name]))
             rows.append({"dataset": name, "features": "transformer", "folder": runs[name], **t})
             if t["runs"]:
-                print(f"{name:<16} {'transformer':<16} {t['runs']} run(s)  test {t['test_mean']:.4f} "
-                      f"+- {t['test_std']:.4f}  {[round(a, 4) for a in t['test_acc']]}", flush=True)
+                print(
+                    f"{name:<16} {'transformer':<16} {t['runs']} run(s)  test {t['test_mean']:.4f} "
+                    f"+- {t['test_std']:.4f}  {[round(a, 4) for a in t['test_acc']]}",
+                    flush=True,
+                )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(rows, indent=2) + "\n")
     print(f"wrote {args.json}")

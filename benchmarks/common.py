@@ -61,7 +61,9 @@ def interleaved_times(fns: dict[str, Callable[[], object]], rounds: int, warmup:
             cpu[name].append(time.process_time() - start_cpu)
     return {
         name: {
-            "median_s": statistics.median(w), "min_s": min(w), "median_cpu_s": statistics.median(cpu[name]),
+            "median_s": statistics.median(w),
+            "min_s": min(w),
+            "median_cpu_s": statistics.median(cpu[name]),
             "samples_s": [round(x, 6) for x in w],
         }
         for name, w in wall.items()

@@ -61,25 +61,44 @@ def main() -> None:
         times = interleaved_times({"eager": eager, "compiled": compiled}, rounds=args.rounds, warmup=1)
         e, c = times["eager"]["median_s"], times["compiled"]["median_s"]
         compile_s = first - e
-        rows.append({
-            "impl": impl, "compile_s": compile_s, "eager_ms": 1e3 * e, "compiled_ms": 1e3 * c, "speedup": e / c,
-            "break_even_steps": compile_s / (e - c) if e > c else None,
-            "samples_s": {k: v["samples_s"] for k, v in times.items()},
-        })
+        rows.append(
+            {
+                "impl": impl,
+                "compile_s": compile_s,
+                "eager_ms": 1e3 * e,
+                "compiled_ms": 1e3 * c,
+                "speedup": e / c,
+                "break_even_steps": compile_s / (e - c) if e > c else None,
+                "samples_s": {k: v["samples_s"] for k, v in times.items()},
+            }
+        )
         print(table(rows[-1:], COLUMNS), flush=True)
-    print(f"\ntorch.compile, training step batch {args.batch} x seq {args.seq}, {args.precision}, "
-          f"dropout {args.dropout}, attention dropout {args.attention_dropout}")
+    print(
+        f"\ntorch.compile, training step batch {args.batch} x seq {args.seq}, {args.precision}, "
+        f"dropout {args.dropout}, attention dropout {args.attention_dropout}"
+    )
     print(table([r for r in rows if "error" not in r], COLUMNS))
     for r in rows:
         if "error" in r:
             print(f"{r['impl']}: {r['error']}")
-    write_json(Path(args.json), {"benchmark": "torch.compile of the training step", "machine": machine(),
-                                 "config": vars(args) | SIZES, "rows": rows})
+    write_json(
+        Path(args.json),
+        {
+            "benchmark": "torch.compile of the training step",
+            "machine": machine(),
+            "config": vars(args) | SIZES,
+            "rows": rows,
+        },
+    )
 
 
 COLUMNS = [
-    ("impl", "path", "s"), ("compile_s", "compile s", ".1f"), ("eager_ms", "eager ms", ".1f"),
-    ("compiled_ms", "compiled ms", ".1f"), ("speedup", "speed-up", ".2f"), ("break_even_steps", "pays after", ".0f"),
+    ("impl", "path", "s"),
+    ("compile_s", "compile s", ".1f"),
+    ("eager_ms", "eager ms", ".1f"),
+    ("compiled_ms", "compiled ms", ".1f"),
+    ("speedup", "speed-up", ".2f"),
+    ("break_even_steps", "pays after", ".0f"),
 ]
 
 if __name__ == "__main__":

@@ -112,8 +112,11 @@ def main() -> None:
     subset = Subset(train, torch.randperm(len(train))[: args.epoch_reviews].tolist())
     sub_padding, times = {}, {"random": [], "bucketed": []}
     model = TransformerClassifier(
-        vocab_size=cold.vocab_size, num_classes=cold.num_classes, max_len=max(512, args.max_length),
-        attention_impl="math", attention_dropout=None,  # the settings this benchmark was measured with
+        vocab_size=cold.vocab_size,
+        num_classes=cold.num_classes,
+        max_len=max(512, args.max_length),
+        attention_impl="math",
+        attention_dropout=None,  # the settings this benchmark was measured with
     )
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loaders = {

@@ -68,8 +68,14 @@ class Ours(nn.Module):
         super().__init__()
         self.cls_only = cls_only
         self.net = TransformerClassifier(
-            vocab_size=VOCAB, num_classes=CLASSES, **SIZES, max_len=1024, dropout=dropout,
-            attention_dropout=attention_dropout, attention_impl=impl, fast_dropout=fast,
+            vocab_size=VOCAB,
+            num_classes=CLASSES,
+            **SIZES,
+            max_len=1024,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            attention_impl=impl,
+            fast_dropout=fast,
         )
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -167,27 +173,49 @@ def main() -> None:
             base = times["torch"]["median_s"]
             for name, t in times.items():
                 s, f = t["median_s"], flops["cls-only" in name]
-                rows.append({
-                    "precision": precision, "dropout": dropout, "model": name, "step_ms": 1e3 * s,
-                    "tokens_per_s": tokens / s, "vs_torch": base / s, "cpu_ms": 1e3 * t["median_cpu_s"],
-                    "cpu_vs_torch": times["torch"]["median_cpu_s"] / t["median_cpu_s"], "tflops": f / s / 1e12,
-                    "of_ceiling": f / s / c, "samples_s": t["samples_s"],
-                })
-            print(table(rows[-len(fns):], COLUMNS), flush=True)
-    print(f"\ntraining step, batch {args.batch} x seq {args.seq}, {SIZES}, AdamW; "
-          f"model FLOPs/step {flops[False] / 1e9:.1f} G ({flops[True] / 1e9:.1f} G cls-only); matmul ceiling "
-          + ", ".join(f"{p} {c / 1e12:.2f} TFLOP/s" for p, c in ceiling.items()))
+                rows.append(
+                    {
+                        "precision": precision,
+                        "dropout": dropout,
+                        "model": name,
+                        "step_ms": 1e3 * s,
+                        "tokens_per_s": tokens / s,
+                        "vs_torch": base / s,
+                        "cpu_ms": 1e3 * t["median_cpu_s"],
+                        "cpu_vs_torch": times["torch"]["median_cpu_s"] / t["median_cpu_s"],
+                        "tflops": f / s / 1e12,
+                        "of_ceiling": f / s / c,
+                        "samples_s": t["samples_s"],
+                    }
+                )
+            print(table(rows[-len(fns) :], COLUMNS), flush=True)
+    print(
+        f"\ntraining step, batch {args.batch} x seq {args.seq}, {SIZES}, AdamW; "
+        f"model FLOPs/step {flops[False] / 1e9:.1f} G ({flops[True] / 1e9:.1f} G cls-only); matmul ceiling "
+        + ", ".join(f"{p} {c / 1e12:.2f} TFLOP/s" for p, c in ceiling.items())
+    )
     print(table(rows, COLUMNS))
-    write_json(Path(args.json), {
-        "benchmark": "classifier training step vs torch.nn.TransformerEncoder", "machine": machine(),
-        "config": vars(args) | SIZES, "model_flops_per_step": {"all_rows": flops[False], "cls_only": flops[True]},
-        "matmul_ceiling_flops": ceiling, "rows": rows,
-    })
+    write_json(
+        Path(args.json),
+        {
+            "benchmark": "classifier training step vs torch.nn.TransformerEncoder",
+            "machine": machine(),
+            "config": vars(args) | SIZES,
+            "model_flops_per_step": {"all_rows": flops[False], "cls_only": flops[True]},
+            "matmul_ceiling_flops": ceiling,
+            "rows": rows,
+        },
+    )
 
 
 COLUMNS = [
-    ("precision", "prec", "s"), ("dropout", "dropout", "g"), ("model", "model", "s"), ("step_ms", "step ms", ".1f"),
-    ("tokens_per_s", "tokens/s", ".0f"), ("vs_torch", "x torch", ".2f"), ("tflops", "TFLOP/s", ".3f"),
+    ("precision", "prec", "s"),
+    ("dropout", "dropout", "g"),
+    ("model", "model", "s"),
+    ("step_ms", "step ms", ".1f"),
+    ("tokens_per_s", "tokens/s", ".0f"),
+    ("vs_torch", "x torch", ".2f"),
+    ("tflops", "TFLOP/s", ".3f"),
     ("of_ceiling", "of matmul", ".1%"),
 ]
 

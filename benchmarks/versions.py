@@ -123,18 +123,34 @@ def main() -> None:
     for name, base_key in pairs:
         ours_s = times[f"this tree: {name}"]["median_s"]
         base_s = times[base_key]["median_s"] if base_key else None
-        rows.append({
-            "case": name, "base_ms": 1e3 * base_s if base_s else None, "ours_ms": 1e3 * ours_s,
-            "ours_vs_base": ours_s / base_s if base_s else None, "ours_vs_base_default": ours_s / base_default,
-        })
+        rows.append(
+            {
+                "case": name,
+                "base_ms": 1e3 * base_s if base_s else None,
+                "ours_ms": 1e3 * ours_s,
+                "ours_vs_base": ours_s / base_s if base_s else None,
+                "ours_vs_base_default": ours_s / base_default,
+            }
+        )
     columns = [
-        ("case", "case", "s"), ("base_ms", f"{args.base} ms", ".1f"), ("ours_ms", "this tree ms", ".1f"),
-        ("ours_vs_base", "time x base", ".3f"), ("ours_vs_base_default", "x base default", ".3f"),
+        ("case", "case", "s"),
+        ("base_ms", f"{args.base} ms", ".1f"),
+        ("ours_ms", "this tree ms", ".1f"),
+        ("ours_vs_base", "time x base", ".3f"),
+        ("ours_vs_base_default", "x base default", ".3f"),
     ]
     print(table(rows, columns))
-    write_json(args.json, {"benchmark": "training step: this tree's model vs a git revision's", "machine": machine(),
-                           "base": args.base, "config": {"batch": args.batch, "seq": args.seq, "rounds": args.rounds,
-                                                         **SIZES}, "rows": rows, "times": times})
+    write_json(
+        args.json,
+        {
+            "benchmark": "training step: this tree's model vs a git revision's",
+            "machine": machine(),
+            "base": args.base,
+            "config": {"batch": args.batch, "seq": args.seq, "rounds": args.rounds, **SIZES},
+            "rows": rows,
+            "times": times,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -103,8 +103,18 @@ def test_multi_head_matches_numpy_float64(impl: str, cross: bool):
     fast, none = mha(x, kv, kv, mask=mask, need_weights=False)  # the chosen path
     p = {n: t.detach().numpy() for n, t in mha.named_parameters()}
     ref_out, ref_w = np_multi_head(
-        x.numpy(), kv.numpy(), p["w_q.weight"], p["w_q.bias"], p["w_k.weight"], p["w_k.bias"],
-        p["w_v.weight"], p["w_v.bias"], p["w_o.weight"], p["w_o.bias"], 3, mask.numpy(),
+        x.numpy(),
+        kv.numpy(),
+        p["w_q.weight"],
+        p["w_q.bias"],
+        p["w_k.weight"],
+        p["w_k.bias"],
+        p["w_v.weight"],
+        p["w_v.bias"],
+        p["w_o.weight"],
+        p["w_o.bias"],
+        3,
+        mask.numpy(),
     )
     assert none is None
     np.testing.assert_allclose(out.detach().numpy(), ref_out, atol=1e-10)

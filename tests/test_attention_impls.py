@@ -146,8 +146,9 @@ def test_weights_always_come_from_the_math_path():
 
 def test_a_model_trained_with_one_path_predicts_the_same_with_the_others():
     torch.manual_seed(8)
-    kwargs = dict(vocab_size=50, num_classes=3, d_model=16, num_heads=2, num_layers=2, dim_feedforward=32,
-                  max_len=32, dropout=0.1)
+    kwargs = dict(
+        vocab_size=50, num_classes=3, d_model=16, num_heads=2, num_layers=2, dim_feedforward=32, max_len=32, dropout=0.1
+    )
     trained = TransformerClassifier(**kwargs, attention_impl="chunked")
     opt = torch.optim.AdamW(trained.parameters(), lr=1e-2)
     tokens = torch.randint(3, 50, (8, 12))
@@ -217,9 +218,18 @@ def test_cls_pooling_logits_are_the_same_with_and_without_the_full_last_layer(no
     """need_weights=True computes every row of the last layer (on the math path), False only [CLS]
     (on `impl`): same logits and gradients."""
     torch.manual_seed(10)
-    model = TransformerClassifier(vocab_size=50, num_classes=3, d_model=16, num_heads=2, num_layers=2,
-                                  dim_feedforward=32, max_len=32, dropout=0.0, norm_first=norm_first,
-                                  attention_impl=impl).double()
+    model = TransformerClassifier(
+        vocab_size=50,
+        num_classes=3,
+        d_model=16,
+        num_heads=2,
+        num_layers=2,
+        dim_feedforward=32,
+        max_len=32,
+        dropout=0.0,
+        norm_first=norm_first,
+        attention_impl=impl,
+    ).double()
     tokens = torch.randint(3, 50, (4, 10))
     tokens[:, 0] = 2
     tokens[2:, 6:] = 0
@@ -239,11 +249,18 @@ def test_a_checkpoint_loads_with_any_path_and_predicts_the_same(tmp_path):
     from transformer_attention.module import ClassifierModule
 
     torch.manual_seed(11)
-    module = ClassifierModule(vocab_size=50, num_classes=2, d_model=16, num_heads=2, num_layers=2,
-                              dim_feedforward=32, attention_impl="sdpa").eval()
+    module = ClassifierModule(
+        vocab_size=50, num_classes=2, d_model=16, num_heads=2, num_layers=2, dim_feedforward=32, attention_impl="sdpa"
+    ).eval()
     path = tmp_path / "model.ckpt"
-    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
-                "pytorch-lightning_version": L.__version__}, path)
+    torch.save(
+        {
+            "state_dict": module.state_dict(),
+            "hyper_parameters": dict(module.hparams),
+            "pytorch-lightning_version": L.__version__,
+        },
+        path,
+    )
     tokens = torch.randint(3, 50, (5, 9))
     tokens[:, 0], tokens[3:, 5:] = 2, 0
     expected = module(tokens).logits

@@ -75,8 +75,12 @@ def test_bf16_mixed_run_trains_the_toy_set_like_fp32(tiny_overrides):
     overrides = [o for o in tiny_overrides if not o.startswith(("model.", "data.toy_size", "trainer.max_epochs"))]
     # the default model and toy set, 4 epochs instead of 10 (fp32 reaches 100% with 10, > 99% with 5)
     proc = run_entry(
-        "train.py", *overrides, "trainer.precision=bf16-mixed", "trainer.max_epochs=4",
-        "callbacks.attention_maps=null", timeout=300,
+        "train.py",
+        *overrides,
+        "trainer.precision=bf16-mixed",
+        "trainer.max_epochs=4",
+        "callbacks.attention_maps=null",
+        timeout=300,
     )
     out = proc.stdout + proc.stderr
     assert "bfloat16" in out  # Lightning says it runs bf16 autocast

@@ -73,13 +73,26 @@ def tiny(tmp_path: Path, callbacks: list, max_epochs: int) -> tuple[ReviewDataMo
     dm = ReviewDataModule(name="toy", toy_size=300, max_length=32, batch_size=64, vocab_size=500, min_frequency=1)
     dm.setup("fit")
     module = ClassifierModule(
-        vocab_size=dm.vocab_size, num_classes=dm.num_classes, d_model=16, num_heads=2, num_layers=2,
-        dim_feedforward=32, dropout=0.1, tokenizer=dm.tokenizer_json(), label_names=dm.label_names,
+        vocab_size=dm.vocab_size,
+        num_classes=dm.num_classes,
+        d_model=16,
+        num_heads=2,
+        num_layers=2,
+        dim_feedforward=32,
+        dropout=0.1,
+        tokenizer=dm.tokenizer_json(),
+        label_names=dm.label_names,
     )
     trainer = L.Trainer(
-        max_epochs=max_epochs, accelerator="cpu", logger=TensorBoardLogger(tmp_path, name=None, version=""),
-        callbacks=callbacks, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        num_sanity_val_steps=1, log_every_n_steps=1,
+        max_epochs=max_epochs,
+        accelerator="cpu",
+        logger=TensorBoardLogger(tmp_path, name=None, version=""),
+        callbacks=callbacks,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=1,
+        log_every_n_steps=1,
     )
     return dm, module, trainer
 
@@ -250,9 +263,13 @@ def test_toy_training_attends_to_the_negation(tmp_path):
     uniform weight on "not" / "never" in some head, and the head average at least 2x in some
     layer; the same model untrained does neither (its maps are near uniform)."""
     overrides = [
-        "trainer.max_epochs=2", f"paths.output_dir={tmp_path}", "trainer.enable_progress_bar=false",
-        "callbacks.attention_maps.num_examples=0", f"callbacks.attention_maps.texts=[{NEGATED[0]}]",
-        "callbacks.model_checkpoint=null", "callbacks.classification_report=null",
+        "trainer.max_epochs=2",
+        f"paths.output_dir={tmp_path}",
+        "trainer.enable_progress_bar=false",
+        "callbacks.attention_maps.num_examples=0",
+        f"callbacks.attention_maps.texts=[{NEGATED[0]}]",
+        "callbacks.model_checkpoint=null",
+        "callbacks.classification_report=null",
     ]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("train", overrides=overrides)

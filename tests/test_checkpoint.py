@@ -23,8 +23,15 @@ def tiny_module(seed: int = 0) -> ClassifierModule:
     torch.manual_seed(seed)
     tok = train_tokenizer(TEXTS, vocab_size=200, min_frequency=1)
     return ClassifierModule(
-        vocab_size=tok.get_vocab_size(), num_classes=2, d_model=16, num_heads=2, num_layers=2, dim_feedforward=32,
-        dropout=0.0, tokenizer=tok.to_str(), label_names=["negative", "positive"],
+        vocab_size=tok.get_vocab_size(),
+        num_classes=2,
+        d_model=16,
+        num_heads=2,
+        num_layers=2,
+        dim_feedforward=32,
+        dropout=0.0,
+        tokenizer=tok.to_str(),
+        label_names=["negative", "positive"],
     )
 
 
@@ -44,16 +51,33 @@ def ckpt_file(tmp_path: Path) -> Path:
 # what a train.py checkpoint held before the model's settings became one EncoderConfig (2026-11-29):
 # flat hyperparameters and these parameter names (a 1-layer model)
 PREVIOUS_HPARAMS = {
-    "vocab_size": 40, "num_classes": 2, "d_model": 16, "num_heads": 2, "num_layers": 1, "dim_feedforward": 32,
-    "max_len": 512, "dropout": 0.1, "attention_dropout": None, "attention_impl": "math", "pooling": "cls", "pad_id": 0,
-    "norm_first": False, "activation": "relu", "positional": "sinusoidal", "label_smoothing": 0.0,
+    "vocab_size": 40,
+    "num_classes": 2,
+    "d_model": 16,
+    "num_heads": 2,
+    "num_layers": 1,
+    "dim_feedforward": 32,
+    "max_len": 512,
+    "dropout": 0.1,
+    "attention_dropout": None,
+    "attention_impl": "math",
+    "pooling": "cls",
+    "pad_id": 0,
+    "norm_first": False,
+    "activation": "relu",
+    "positional": "sinusoidal",
+    "label_smoothing": 0.0,
     "label_names": ["negative", "positive"],
 }
-PREVIOUS_PARAMETERS = ["net.embedding.weight"] + [
-    f"net.encoder.layers.0.{m}.{p}"
-    for m in (*(f"self_attn.w_{x}" for x in "qkvo"), "linear1", "linear2", "norm1", "norm2")
-    for p in ("weight", "bias")
-] + ["net.head.weight", "net.head.bias"]
+PREVIOUS_PARAMETERS = (
+    ["net.embedding.weight"]
+    + [
+        f"net.encoder.layers.0.{m}.{p}"
+        for m in (*(f"self_attn.w_{x}" for x in "qkvo"), "linear1", "linear2", "norm1", "norm2")
+        for p in ("weight", "bias")
+    ]
+    + ["net.head.weight", "net.head.bias"]
+)
 
 
 def test_a_checkpoint_of_the_previous_version_loads_and_predicts(tmp_path: Path):
@@ -184,8 +208,15 @@ def test_entry_points_report_bad_checkpoints_without_a_traceback(
     bad = tmp_path / f"{case}.ckpt"
     if case == "truncated":
         bad.write_bytes(ckpt_file.read_bytes()[:1000])
-    proc = run_entry(script, f"ckpt_path={bad}", f"paths.log_dir={tmp_path / 'outputs'}", *extra, cwd=tmp_path,
-                     check=False, timeout=120)
+    proc = run_entry(
+        script,
+        f"ckpt_path={bad}",
+        f"paths.log_dir={tmp_path / 'outputs'}",
+        *extra,
+        cwd=tmp_path,
+        check=False,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert "checkpoint error" in proc.stderr and str(bad) in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr

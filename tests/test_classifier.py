@@ -13,8 +13,9 @@ from transformer_attention.model import ATTENTION_IMPLS, ClassifierOutput, Encod
 
 def make_model(**kw) -> TransformerClassifier:
     torch.manual_seed(0)
-    args = dict(vocab_size=50, num_classes=3, d_model=16, num_heads=4, num_layers=2, dim_feedforward=32,
-                max_len=40, dropout=0.1)
+    args = dict(
+        vocab_size=50, num_classes=3, d_model=16, num_heads=4, num_layers=2, dim_feedforward=32, max_len=40, dropout=0.1
+    )
     args.update(kw)
     return TransformerClassifier(**args).eval()
 
@@ -57,8 +58,9 @@ def test_output_is_a_named_tuple_with_per_layer_weights():
 def test_built_from_a_config_whose_fields_settings_override():
     config = EncoderConfig(d_model=24, num_heads=3, num_layers=1, attention_impl="chunked", pooling="mean")
     model = TransformerClassifier(config, vocab_size=30, num_classes=4, num_heads=2, dropout=0.2)
-    assert model.config == EncoderConfig(d_model=24, num_heads=2, num_layers=1, attention_impl="chunked",
-                                         pooling="mean", dropout=0.2)
+    assert model.config == EncoderConfig(
+        d_model=24, num_heads=2, num_layers=1, attention_impl="chunked", pooling="mean", dropout=0.2
+    )
     assert config.num_heads == 3  # the caller's config is left alone
     attn = model.encoder.layers[0].self_attn
     assert (attn.num_heads, attn.attention_impl, attn.dropout.p) == (2, "chunked", 0.0)
@@ -123,8 +125,15 @@ def test_overfits_one_batch():
     dm.setup()
     b = collate([dm.splits["train"][i] for i in range(16)])
     torch.manual_seed(0)
-    model = TransformerClassifier(vocab_size=dm.vocab_size, num_classes=dm.num_classes, d_model=32, num_heads=4,
-                                  num_layers=2, dim_feedforward=64, dropout=0.0).train()
+    model = TransformerClassifier(
+        vocab_size=dm.vocab_size,
+        num_classes=dm.num_classes,
+        d_model=32,
+        num_heads=4,
+        num_layers=2,
+        dim_feedforward=64,
+        dropout=0.0,
+    ).train()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(150):
         loss = F.cross_entropy(model(b["input_ids"], b["attention_mask"]).logits, b["labels"])

@@ -11,8 +11,15 @@ import pytest
 from transformer_attention.data import DataError, ReviewDataModule, check_data_settings
 from transformer_attention.errors import UserError
 
-GOOD = {"batch_size": 2, "vocab_size": 100, "toy_size": 10, "eval_batch_size": None, "max_length": 2,
-        "num_workers": 0, "val_fraction": 0.5}
+GOOD = {
+    "batch_size": 2,
+    "vocab_size": 100,
+    "toy_size": 10,
+    "eval_batch_size": None,
+    "max_length": 2,
+    "num_workers": 0,
+    "val_fraction": 0.5,
+}
 
 
 @pytest.mark.parametrize(
@@ -22,8 +29,11 @@ GOOD = {"batch_size": 2, "vocab_size": 100, "toy_size": 10, "eval_batch_size": N
         ("vocab_size", 1.5, "data.vocab_size=1.5 must be a whole number >= 1: e.g. data.vocab_size=2"),
         ("toy_size", True, "data.toy_size=True must be a whole number >= 1"),
         ("eval_batch_size", 0, "data.eval_batch_size=0 must be a whole number >= 1"),
-        ("max_length", 1, "data.max_length=1 must be a whole number >= 2 (the [CLS] token and one word): "
-                          "e.g. data.max_length=128"),
+        (
+            "max_length",
+            1,
+            "data.max_length=1 must be a whole number >= 2 (the [CLS] token and one word): e.g. data.max_length=128",
+        ),
         ("max_length", "64", "data.max_length='64' must be a whole number >= 2"),
         ("num_workers", -1, "data.num_workers=-1 must be 0 (load in the main process) or more"),
         ("val_fraction", 1.0, "data.val_fraction=1.0 must be in (0, 1): e.g. data.val_fraction=0.1"),

@@ -145,8 +145,10 @@ def test_bad_probability_is_a_clear_error(p: float):
 def test_fast_dropout_replaces_every_dropout_with_the_same_p_and_keeps_the_eval_logits():
     from transformer_attention.model.dropout import FastDropout
 
-    plain, fast = make_model(dropout=0.3, attention_dropout=0.2), make_model(dropout=0.3, attention_dropout=0.2,
-                                                                              fast_dropout=True)
+    plain, fast = (
+        make_model(dropout=0.3, attention_dropout=0.2),
+        make_model(dropout=0.3, attention_dropout=0.2, fast_dropout=True),
+    )
     ps = {n: m.p for n, m in plain.named_modules() if isinstance(m, nn.Dropout)}
     assert ps and {n: m.p for n, m in fast.named_modules() if isinstance(m, FastDropout)} == ps
     assert not any(isinstance(m, nn.Dropout) for m in fast.modules())

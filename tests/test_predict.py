@@ -154,8 +154,16 @@ def test_predict_entry_from_a_checkpoint_alone(trained, tmp_path: Path):
     ckpt.write_bytes((run / "checkpoints" / "last.ckpt").read_bytes())
     log_dir = tmp_path / "outputs"
     texts = json.dumps(SENTENCES[1:])
-    proc = run_entry("predict.py", f"ckpt_path={ckpt}", f"text={SENTENCES[0]}", f"texts={texts}",
-                     "save_attention=true", f"paths.log_dir={log_dir}", cwd=tmp_path, timeout=120)
+    proc = run_entry(
+        "predict.py",
+        f"ckpt_path={ckpt}",
+        f"text={SENTENCES[0]}",
+        f"texts={texts}",
+        "save_attention=true",
+        f"paths.log_dir={log_dir}",
+        cwd=tmp_path,
+        timeout=120,
+    )
     expected = predict(load_module(ckpt), SENTENCES)
     for p in expected:
         line = next(line for line in proc.stdout.splitlines() if line.endswith(f"| {p.text}"))
@@ -177,10 +185,22 @@ def test_predict_entry_from_a_checkpoint_alone(trained, tmp_path: Path):
 @pytest.mark.slow
 def test_predict_entry_reads_stdin(trained, tmp_path: Path):
     run, _ = trained
-    cmd = [sys.executable, str(ROOT / "predict.py"), f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
-           "text_file=-", f"paths.log_dir={tmp_path / 'outputs'}"]
-    proc = subprocess.run(cmd, input="a dull film\n\nnot bad at all\n", cwd=tmp_path, env=entry_env(),
-                          capture_output=True, text=True, timeout=120)
+    cmd = [
+        sys.executable,
+        str(ROOT / "predict.py"),
+        f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
+        "text_file=-",
+        f"paths.log_dir={tmp_path / 'outputs'}",
+    ]
+    proc = subprocess.run(
+        cmd,
+        input="a dull film\n\nnot bad at all\n",
+        cwd=tmp_path,
+        env=entry_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sum(line.endswith(("| a dull film", "| not bad at all")) for line in proc.stdout.splitlines()) == 2
 
@@ -188,8 +208,14 @@ def test_predict_entry_reads_stdin(trained, tmp_path: Path):
 @pytest.mark.slow
 def test_predict_entry_without_text_explains(trained, tmp_path: Path):
     run, _ = trained
-    proc = run_entry("predict.py", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
-                     f"paths.log_dir={tmp_path / 'outputs'}", cwd=tmp_path, check=False, timeout=120)
+    proc = run_entry(
+        "predict.py",
+        f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
+        f"paths.log_dir={tmp_path / 'outputs'}",
+        cwd=tmp_path,
+        check=False,
+        timeout=120,
+    )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "input error: nothing to classify" in proc.stderr and "text_file" in proc.stderr
 
@@ -202,8 +228,15 @@ def test_evaluate_reproduces_the_training_test_metrics(trained, tmp_path: Path):
     training_logs = sorted((run / "tensorboard").iterdir())
     log_dir = tmp_path / "outputs"
     data_overrides = [o for o in TINY if o.startswith("data.")]
-    proc = run_entry("evaluate.py", f"ckpt_path={best}", *data_overrides, "trainer.enable_progress_bar=false",
-                     f"paths.log_dir={log_dir}", cwd=tmp_path, timeout=180)
+    proc = run_entry(
+        "evaluate.py",
+        f"ckpt_path={best}",
+        *data_overrides,
+        "trainer.enable_progress_bar=false",
+        f"paths.log_dir={log_dir}",
+        cwd=tmp_path,
+        timeout=180,
+    )
     block = proc.stdout.split("test metrics of", 1)[1]
     metrics = {k: float(v) for k, v in re.findall(r"^\s+(\S+)\s+([-\d.eE+]+)$", block, flags=re.M)}
     for name in ("test/acc", "test/f1", "test/loss"):

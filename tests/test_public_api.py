@@ -56,8 +56,13 @@ def test_the_scan_finds_each_kind_of_private_use():
     )
     uses = [what for _, what in private_uses(source)]
     assert uses == [
-        "hydra._internal.utils", "hydra._internal.utils._locate", "torch._dynamo", "omegaconf._utils",
-        "._get_file_writer", "getattr(..., '_signal_connector')", "super()._theirs",
+        "hydra._internal.utils",
+        "hydra._internal.utils._locate",
+        "torch._dynamo",
+        "omegaconf._utils",
+        "._get_file_writer",
+        "getattr(..., '_signal_connector')",
+        "super()._theirs",
     ], uses
 
 

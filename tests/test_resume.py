@@ -57,8 +57,14 @@ def interrupt_mid_training(overrides: list[str], tmp_path: Path, signum: int) ->
     script = tmp_path / "slow_train.py"
     script.write_text(SLOW_TRAIN.format(delay=0.3, train=str(ROOT / "train.py")))
     log_dir = Path(next(o for o in overrides if o.startswith("paths.log_dir=")).split("=", 1)[1])
-    proc = subprocess.Popen([sys.executable, str(script), *overrides], cwd=tmp_path, env=entry_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), *overrides],
+        cwd=tmp_path,
+        env=entry_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 240
         while not list(log_dir.glob("train/runs/*/checkpoints/last.ckpt")):

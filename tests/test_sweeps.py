@@ -59,8 +59,13 @@ def final_metrics(stdout: str) -> dict[str, float]:
 # ---- grid multirun ---------------------------------------------------------------------------
 def test_grid_multirun_gives_every_job_its_own_folder(tmp_path: Path):
     proc = run_entry(
-        "train.py", "-m", "model.num_heads=1,2", "model.num_layers=1,2", *tiny("model.num_heads", "model.num_layers"),
-        f"paths.log_dir={tmp_path}", "tags=[grid]",
+        "train.py",
+        "-m",
+        "model.num_heads=1,2",
+        "model.num_layers=1,2",
+        *tiny("model.num_heads", "model.num_layers"),
+        f"paths.log_dir={tmp_path}",
+        "tags=[grid]",
     )
     (sweep,) = sweep_dirs(tmp_path)
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -77,10 +82,21 @@ def test_grid_multirun_gives_every_job_its_own_folder(tmp_path: Path):
 
 
 def test_two_launches_at_once_never_share_a_folder(tmp_path: Path):
-    cmd = [sys.executable, str(ROOT / "train.py"), "-m", "seed=1", *tiny(), "train=false", "test=false",
-           "optimized_metric=null", f"paths.log_dir={tmp_path}"]
-    procs = [subprocess.Popen(cmd, cwd=ROOT, env=entry_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-             for _ in range(2)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        "-m",
+        "seed=1",
+        *tiny(),
+        "train=false",
+        "test=false",
+        "optimized_metric=null",
+        f"paths.log_dir={tmp_path}",
+    ]
+    procs = [
+        subprocess.Popen(cmd, cwd=ROOT, env=entry_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
     for p in procs:
         assert p.wait(timeout=300) == 0, p.stderr.read().decode()[-3000:]
     sweeps = sweep_dirs(tmp_path)
@@ -95,8 +111,11 @@ def load_study(log_dir: Path, name: str = "train") -> optuna.Study:
 
 def test_optuna_sweep_of_three_trials_writes_the_best_parameters(tmp_path: Path):
     run_entry(
-        "train.py", "hparams_search=optuna", "hydra.sweeper.n_trials=3",
-        *tiny("model.d_model", "model.num_heads", "model.num_layers"), f"paths.log_dir={tmp_path}",
+        "train.py",
+        "hparams_search=optuna",
+        "hydra.sweeper.n_trials=3",
+        *tiny("model.d_model", "model.num_heads", "model.num_layers"),
+        f"paths.log_dir={tmp_path}",
     )
     folder = tmp_path / "train" / "optuna" / "train"
     results = yaml.safe_load((folder / "optimization_results.yaml").read_text())
@@ -115,13 +134,21 @@ def test_optuna_sweep_of_three_trials_writes_the_best_parameters(tmp_path: Path)
 def test_optuna_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path: Path):
     # seed 42 proposes num_heads 3, 2, 2: the first trial fails its config check (16 % 3 != 0)
     proc = run_entry(
-        "train.py", "hparams_search=optuna", "hydra.sweeper.n_trials=3", "seed=42",
-        "model.num_heads=choice(2,3)", "model.dropout=0.1", "model.optimizer.lr=0.002",
-        *tiny("model.num_heads"), f"paths.log_dir={tmp_path}",
+        "train.py",
+        "hparams_search=optuna",
+        "hydra.sweeper.n_trials=3",
+        "seed=42",
+        "model.num_heads=choice(2,3)",
+        "model.dropout=0.1",
+        "model.optimizer.lr=0.002",
+        *tiny("model.num_heads"),
+        f"paths.log_dir={tmp_path}",
     )  # on the command line: a choice() is searched, a plain value is fixed
     trials = load_study(tmp_path).trials
     assert [(t.params["model.num_heads"], t.state) for t in trials] == [
-        (3, TrialState.FAIL), (2, TrialState.COMPLETE), (2, TrialState.COMPLETE)
+        (3, TrialState.FAIL),
+        (2, TrialState.COMPLETE),
+        (2, TrialState.COMPLETE),
     ]
     assert "model.d_model=16 is not divisible by model.num_heads=3" in proc.stdout + proc.stderr
     results = yaml.safe_load((tmp_path / "train" / "optuna" / "train" / "optimization_results.yaml").read_text())
@@ -132,8 +159,13 @@ def test_optuna_sweep_killed_after_its_first_trial_resumes_with_the_next(tmp_pat
     # TINY fixes the model's size: the search is over dropout and learning rate
     args = ["hparams_search=optuna", "hydra.sweeper.n_trials=3", *tiny(), f"paths.log_dir={tmp_path}"]
     folder = tmp_path / "train" / "optuna" / "train"
-    first = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, env=entry_env(),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *args],
+        cwd=ROOT,
+        env=entry_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 300
     while not (folder / "1").exists():  # trial 0 is told, trial 1 has started: stop it like a preemption
         assert first.poll() is None and time.monotonic() < deadline, "the first launch ended before trial 1"
@@ -182,8 +214,15 @@ def test_a_second_launch_of_a_running_study_is_refused(tmp_path: Path):
 
 # ---- launchers ----------------------------------------------------------------------------------
 def test_joblib_launcher_runs_two_jobs_in_parallel_processes(tmp_path: Path):
-    run_entry("train.py", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "model.num_heads=1,2",
-              *tiny("model.num_heads"), f"paths.log_dir={tmp_path}")
+    run_entry(
+        "train.py",
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "model.num_heads=1,2",
+        *tiny("model.num_heads"),
+        f"paths.log_dir={tmp_path}",
+    )
     (sweep,) = sweep_dirs(tmp_path)
     jobs = [sweep / "0", sweep / "1"]
     for job in jobs:
@@ -196,8 +235,15 @@ def test_joblib_launcher_runs_two_jobs_in_parallel_processes(tmp_path: Path):
 
 
 def test_submitit_local_launcher_runs_a_job(tmp_path: Path):
-    run_entry("train.py", "-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10", "seed=7",
-              *tiny(), f"paths.log_dir={tmp_path}")
+    run_entry(
+        "train.py",
+        "-m",
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=10",
+        "seed=7",
+        *tiny(),
+        f"paths.log_dir={tmp_path}",
+    )
     (sweep,) = sweep_dirs(tmp_path)
     assert_complete_job(sweep / "0")
     assert job_config(sweep / "0")["seed"] == 7
@@ -210,13 +256,26 @@ def test_ddp_cpu_trains_on_two_processes_like_one_process_on_the_global_batch(tm
     over the same sample order (DDPStrategy with 1 process uses the same DistributedSampler order; a plain
     trainer=cpu run takes the same steps but shuffles differently). Rank 1 must also use rank 0's
     tokenizer (trained once, by rank 0): a different vocabulary would break this equality."""
-    same = [*tiny(), "model.dropout=0", "model.optimizer._target_=torch.optim.SGD", "model.optimizer.lr=0.5",
-            "trainer.limit_train_batches=null", "trainer.limit_val_batches=null", "trainer=ddp_cpu"]
+    same = [
+        *tiny(),
+        "model.dropout=0",
+        "model.optimizer._target_=torch.optim.SGD",
+        "model.optimizer.lr=0.5",
+        "trainer.limit_train_batches=null",
+        "trainer.limit_val_batches=null",
+        "trainer=ddp_cpu",
+    ]
     two = run_entry("train.py", *same, "data.batch_size=16", f"paths.log_dir={tmp_path / 'two'}")
     assert "MEMBER: 2/2" in two.stdout + two.stderr
     (run_two,) = (tmp_path / "two" / "train" / "runs").iterdir()
-    one = run_entry("train.py", *same, "trainer.devices=1", "data.batch_size=32", f"paths.log_dir={tmp_path / 'one'}",
-                    f"+data.tokenizer={run_two / 'tokenizer.json'}")
+    one = run_entry(
+        "train.py",
+        *same,
+        "trainer.devices=1",
+        "data.batch_size=32",
+        f"paths.log_dir={tmp_path / 'one'}",
+        f"+data.tokenizer={run_two / 'tokenizer.json'}",
+    )
     (run_one,) = (tmp_path / "one" / "train" / "runs").iterdir()
 
     ckpt_two = torch.load(run_two / "checkpoints" / "last.ckpt", weights_only=False)

@@ -33,8 +33,13 @@ def sweep(tmp_path_factory) -> tuple[Path, list[Path]]:
     log_dir = tmp_path_factory.mktemp("tensorboard") / "outputs"
     tiny = [o for o in TINY if not o.startswith("trainer.max_epochs=")]
     run_entry(
-        "train.py", "-m", *tiny, "trainer.max_epochs=2", f"model.num_layers={LAYERS}",
-        f"model.num_heads={','.join(map(str, HEADS))}", f"paths.log_dir={log_dir}",
+        "train.py",
+        "-m",
+        *tiny,
+        "trainer.max_epochs=2",
+        f"model.num_layers={LAYERS}",
+        f"model.num_heads={','.join(map(str, HEADS))}",
+        f"paths.log_dir={log_dir}",
     )
     jobs = sorted(p.parent for p in log_dir.glob("train/multiruns/*/*/tensorboard"))
     assert len(jobs) == len(HEADS), jobs
@@ -76,8 +81,12 @@ def test_event_files_hold_maps_scalars_and_hparams(sweep, job):
         assert len(acc.Scalars(name)) == 1, name
 
     # attention images: every example, every layer, heads grid and mean, at every validation epoch
-    expected = {f"attention/example_{i}/layer_{layer}{kind}" for i in range(EXAMPLES) for layer in range(LAYERS)
-                for kind in ("", "_mean")}
+    expected = {
+        f"attention/example_{i}/layer_{layer}{kind}"
+        for i in range(EXAMPLES)
+        for layer in range(LAYERS)
+        for kind in ("", "_mean")
+    }
     assert expected <= set(tags["images"])
     for tag in sorted(expected):
         events = acc.Images(tag)
@@ -181,8 +190,11 @@ def test_server_hparams_list_every_run_with_its_metrics(sweep, server):
     request = {
         "experimentName": "",
         "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
-        "colParams": [{"metric": {"tag": "val/acc_best", "group": ""}}, {"metric": {"tag": "test/acc", "group": ""}},
-                      {"hparam": "model.num_heads"}],
+        "colParams": [
+            {"metric": {"tag": "val/acc_best", "group": ""}},
+            {"metric": {"tag": "test/acc", "group": ""}},
+            {"hparam": "model.num_heads"},
+        ],
         "startIndex": 0,
         "sliceSize": 100,
     }

@@ -41,8 +41,16 @@ def test_default_toy_run_is_accurate_and_writes_its_files(tmp_path: Path):
 
 def test_bigger_model_override_works(tiny_overrides):
     overrides = [o for o in tiny_overrides if not o.startswith("model.")]
-    proc = run_entry("train.py", *overrides, "model.num_heads=8", "model.d_model=64", "model.num_layers=3",
-                     "trainer.max_epochs=2", "trainer.limit_train_batches=3", "trainer.limit_val_batches=2")
+    proc = run_entry(
+        "train.py",
+        *overrides,
+        "model.num_heads=8",
+        "model.d_model=64",
+        "model.num_layers=3",
+        "trainer.max_epochs=2",
+        "trainer.limit_train_batches=3",
+        "trainer.limit_val_batches=2",
+    )
     assert "val/acc_best" in final_metrics(proc.stdout)
 
 

@@ -190,7 +190,12 @@ class ClassificationReport(Callback):
         ).to(pl_module.device)
 
     def on_test_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int,
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
         if not isinstance(outputs, Mapping) or "preds" not in outputs:

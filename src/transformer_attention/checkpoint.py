@@ -196,5 +196,9 @@ class SaveOnInterrupt(Callback):
             exception.code = 128 + (signal.SIGINT if ctrl_c else signal.SIGTERM)  # the shell's exit status
         log.warning(
             "%s: stopped at epoch %d, global step %d; saved %s\nresume with:\n  %s",
-            "Ctrl-C" if ctrl_c else "SIGTERM", trainer.current_epoch, trainer.global_step, path, resume_command(path),
+            "Ctrl-C" if ctrl_c else "SIGTERM",
+            trainer.current_epoch,
+            trainer.global_step,
+            path,
+            resume_command(path),
         )

@@ -72,8 +72,14 @@ class ClassifierModule(L.LightningModule):
         # can hold; the tokenizer (a large JSON string) travels in the checkpoint itself
         # (on_save_checkpoint), not in hparams.yaml and TensorBoard's HPARAMS tab
         self.save_hyperparameters(
-            {"vocab_size": vocab_size, "num_classes": num_classes, "pad_id": pad_id, **asdict(self.net.config),
-             "label_smoothing": label_smoothing, "label_names": label_names}
+            {
+                "vocab_size": vocab_size,
+                "num_classes": num_classes,
+                "pad_id": pad_id,
+                **asdict(self.net.config),
+                "label_smoothing": label_smoothing,
+                "label_names": label_names,
+            }
         )
         self.tokenizer_json = tokenizer
         self.optimizer_factory = optimizer

@@ -134,8 +134,13 @@ def main(cfg: DictConfig) -> list[Prediction]:
     if not cfg.get("ckpt_path"):
         raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
     module = load_module(cfg.ckpt_path, map_location=cfg.get("device") or "cpu")
-    preds = predict(module, texts, need_weights=bool(cfg.save_attention), batch_size=cfg.batch_size,
-                    max_length=cfg.get("max_length"))
+    preds = predict(
+        module,
+        texts,
+        need_weights=bool(cfg.save_attention),
+        batch_size=cfg.batch_size,
+        max_length=cfg.get("max_length"),
+    )
     run = Path(cfg.paths.output_dir)
     run.mkdir(parents=True, exist_ok=True)
     with open(run / "predictions.jsonl", "w", encoding="utf-8") as f:

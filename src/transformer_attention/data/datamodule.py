@@ -66,8 +66,15 @@ class ReviewDataModule(L.LightningDataModule):
         output_dir: str | None = None,
     ) -> None:
         super().__init__()
-        settings = dict(max_length=max_length, batch_size=batch_size, eval_batch_size=eval_batch_size,
-                        vocab_size=vocab_size, val_fraction=val_fraction, num_workers=num_workers, toy_size=toy_size)
+        settings = dict(
+            max_length=max_length,
+            batch_size=batch_size,
+            eval_batch_size=eval_batch_size,
+            vocab_size=vocab_size,
+            val_fraction=val_fraction,
+            num_workers=num_workers,
+            toy_size=toy_size,
+        )
         check_data_settings(settings, prefix="data.")  # the config pre-check's rules, same messages
         self.name, self.path, self.data_files = name, path, data_files
         self.text_column, self.label_column, self.split_names = text_column, label_column, split_names
@@ -91,8 +98,12 @@ class ReviewDataModule(L.LightningDataModule):
             raw, class_names = make_toy_splits(self.toy_size, seed=self.seed, val_fraction=0.1), TOY_LABEL_NAMES
         else:
             raw, class_names = load_columns(
-                self.name, path=self.path, data_files=self.data_files, text_column=self.text_column,
-                label_column=self.label_column, split_names=self.split_names,
+                self.name,
+                path=self.path,
+                data_files=self.data_files,
+                text_column=self.text_column,
+                label_column=self.label_column,
+                split_names=self.split_names,
             )
         for split in list(raw):
             raw[split] = self._drop_empty(split, raw[split])

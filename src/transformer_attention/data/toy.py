@@ -10,13 +10,57 @@ from __future__ import annotations
 
 import random
 
-POSITIVE = ["great", "wonderful", "fantastic", "brilliant", "excellent", "amazing", "superb",
-            "delightful", "charming", "moving", "good", "beautiful", "funny", "clever", "gripping"]
-NEGATIVE = ["boring", "dull", "bad", "terrible", "awful", "poor", "weak", "dreadful", "bland",
-            "tedious", "slow", "silly", "messy", "forgettable", "clumsy"]
-SUBJECTS = ["this movie", "the film", "the story", "the acting", "the plot", "the ending",
-            "the soundtrack", "this show", "the cast", "the script", "the director", "the music",
-            "the dialogue", "the performance", "the camera work"]
+POSITIVE = [
+    "great",
+    "wonderful",
+    "fantastic",
+    "brilliant",
+    "excellent",
+    "amazing",
+    "superb",
+    "delightful",
+    "charming",
+    "moving",
+    "good",
+    "beautiful",
+    "funny",
+    "clever",
+    "gripping",
+]
+NEGATIVE = [
+    "boring",
+    "dull",
+    "bad",
+    "terrible",
+    "awful",
+    "poor",
+    "weak",
+    "dreadful",
+    "bland",
+    "tedious",
+    "slow",
+    "silly",
+    "messy",
+    "forgettable",
+    "clumsy",
+]
+SUBJECTS = [
+    "this movie",
+    "the film",
+    "the story",
+    "the acting",
+    "the plot",
+    "the ending",
+    "the soundtrack",
+    "this show",
+    "the cast",
+    "the script",
+    "the director",
+    "the music",
+    "the dialogue",
+    "the performance",
+    "the camera work",
+]
 INTENSIFIERS = ["very", "really", "truly", "so", "extremely", "quite", "incredibly"]
 LOVE = ["love", "loved", "enjoyed", "liked", "adored"]
 HATE = ["hate", "hated", "disliked", "loathed", "regretted"]
