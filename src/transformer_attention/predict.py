@@ -7,8 +7,9 @@ Python API (the `.ckpt` holds the tokenizer, label names and hyperparameters):
         print(p.label, p.probabilities, p.tokens, p.attentions[0].shape)  # (H, T, T) per layer
 
 `main` is the `python predict.py` task: texts from `text=`, `texts=[...]`, `text_file=` (`-` is
-stdin); prints one line per text, writes `predictions.jsonl` and, with `save_attention=true`, one
-attention PNG per text and layer (every head in its own panel) in the run folder.
+stdin); prints one line per text, writes `predictions.jsonl` and, with `save_attention=true` (or `png`), one
+attention PNG per text and layer (every head in its own panel) in the run folder; `save_attention=html`
+writes one interactive page per text instead (html_view.py), `both` writes both.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from omegaconf import DictConfig
 
 from .checkpoint import load_module
 from .data.tokenizer import PAD_ID, encode, load_tokenizer
-from .errors import CheckpointError, InputError
+from .errors import CheckpointError, ConfigError, InputError
 from .inference import infer
 from .module import ClassifierModule
 
@@ -126,10 +127,35 @@ def save_attention_pngs(pred: Prediction, folder: Path, index: int) -> list[Path
     ]
 
 
+def save_attention_page(pred: Prediction, folder: Path, index: int) -> Path:
+    """The interactive attention view of one prediction (every layer, head and the rollout): `<folder>/<index>.html`."""
+    from .html_view import save_attention_html
+
+    probs = ", ".join(f"{name} {prob:.2f}" for name, prob in pred.probabilities.items())
+    return save_attention_html(
+        folder / f"{index:04d}.html", pred.tokens, pred.attentions, title=pred.text, caption=f"{pred.label} ({probs})"
+    )
+
+
+ATTENTION_FORMATS = {False: (), "none": (), True: ("png",), "png": ("png",), "html": ("html",), "both": ("png", "html")}
+
+
+def attention_formats(value: object) -> tuple[str, ...]:
+    """What `save_attention` asks for: () for false/none, ("png",) for true/png, ("html",), or both."""
+    key = value.lower() if isinstance(value, str) else value
+    if value is None or isinstance(value, bool | str) and key in ATTENTION_FORMATS:
+        return ATTENTION_FORMATS.get(key, ())
+    raise ConfigError(
+        f"save_attention={value!r} is not a choice: use false, true (= png), png, html (an interactive page per "
+        "text) or both"
+    )
+
+
 def main(cfg: DictConfig) -> list[Prediction]:
     """Hydra task function: classify the given texts, print them, write predictions.jsonl (and PNGs).
     Missing texts (InputError) and an unusable checkpoint (CheckpointError) are raised for the entry
     point's error wrapper to print as one line."""
+    formats = attention_formats(cfg.get("save_attention"))
     texts = read_texts(cfg.get("text"), cfg.get("texts"), cfg.get("text_file"))
     if not cfg.get("ckpt_path"):
         raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
@@ -137,7 +163,7 @@ def main(cfg: DictConfig) -> list[Prediction]:
     preds = predict(
         module,
         texts,
-        need_weights=bool(cfg.save_attention),
+        need_weights=bool(formats),
         batch_size=cfg.batch_size,
         max_length=cfg.get("max_length"),
     )
@@ -146,13 +172,15 @@ def main(cfg: DictConfig) -> list[Prediction]:
     with open(run / "predictions.jsonl", "w", encoding="utf-8") as f:
         for i, p in enumerate(preds):
             record = p.to_dict()
-            if cfg.save_attention:
+            if "png" in formats:
                 record["attention_png"] = [str(path) for path in save_attention_pngs(p, run / "attention", i)]
+            if "html" in formats:
+                record["attention_html"] = str(save_attention_page(p, run / "attention", i))
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
     for p in preds:
         probs = "  ".join(f"{name}={prob:.4f}" for name, prob in p.probabilities.items())
         print(f"{p.label:<12} {probs}  | {p.text}")
     print(f"predictions: {run / 'predictions.jsonl'}")
-    if cfg.save_attention:
-        print(f"attention maps: {run / 'attention'}")
+    if formats:
+        print(f"attention {' and '.join(formats)}: {run / 'attention'}")
     return preds
