@@ -15,6 +15,7 @@ import pytest
 import torch
 import yaml
 from conftest import ROOT, TINY, entry_env, run_entry
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
 from transformer_attention.sweeps import (
@@ -22,7 +23,9 @@ from transformer_attention.sweeps import (
     check_overrides,
     fail_interrupted,
     lock_study,
+    search_space,
     sqlite_path,
+    trial_overrides,
     trials_done,
 )
 
@@ -202,6 +205,90 @@ def test_resume_helpers_on_a_stored_study(tmp_path: Path):
     assert trials_done(study) == 1
     study.tell(study.ask(), state=TrialState.FAIL)  # a trial that failed on its own counts as done
     assert trials_done(study) == 2
+
+
+def test_pruning_stops_a_hopeless_trial_and_keeps_its_folder(tmp_path: Path):
+    """Trials 1 and 3 learn nothing (lr 1e-7): after their first epoch their val/acc is below the median
+    of the complete trials at that epoch, so the job stops there and the study records PRUNED."""
+    lrs = [0.01, 1e-7, 0.01, 1e-7]
+    run_entry(
+        "train.py",
+        "hparams_search=optuna",
+        "hydra.sweeper.n_trials=4",
+        "hydra.sweeper.enqueue_trials=[" + ",".join(f"{{model.optimizer.lr: {lr}}}" for lr in lrs) + "]",
+        "hydra.sweeper.pruner.n_startup_trials=1",
+        "hydra.sweeper.pruner.n_warmup_steps=0",
+        "model.dropout=0.0",
+        "model.d_model=32",
+        "data.toy_size=1500",
+        *tiny("model.d_model", "data.toy_size", "trainer.max_epochs"),
+        "trainer.limit_train_batches=null",
+        "trainer.limit_val_batches=null",
+        "trainer.max_epochs=2",
+        f"paths.log_dir={tmp_path}",
+    )
+    folder = tmp_path / "train" / "optuna" / "train"
+    trials = load_study(tmp_path).trials
+    assert [t.params["model.optimizer.lr"] for t in trials] == lrs
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.PRUNED] * 2
+    for t in trials:
+        job = folder / str(t.number)
+        assert (job / ".hydra" / "config.yaml").is_file() and list((job / "tensorboard").glob("events.*")), job
+        pruned = t.state == TrialState.PRUNED
+        assert sorted(t.intermediate_values) == ([0] if pruned else [0, 1])  # val/acc after each epoch it ran
+    assert trials[1].intermediate_values[0] < trials[0].intermediate_values[0]
+    results = yaml.safe_load((folder / "optimization_results.yaml").read_text())
+    assert results["best_params"]["model.optimizer.lr"] == 0.01
+
+
+def test_optuna_with_the_joblib_launcher_reports_from_the_worker_processes(tmp_path: Path):
+    run_entry(
+        "train.py",
+        "hparams_search=optuna",
+        "hydra/launcher=joblib",
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.n_jobs=2",
+        *tiny(),
+        "trainer.max_epochs=2",
+        f"paths.log_dir={tmp_path}",
+    )
+    folder = tmp_path / "train" / "optuna" / "train"
+    trials = load_study(tmp_path).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    for t in trials:
+        assert_complete_job(folder / str(t.number))
+        assert sorted(t.intermediate_values) == [0, 1]  # reported by the job's own process to its trial
+    pids = [{p.name.split(".")[-2] for p in (folder / str(n) / "tensorboard").glob("events.*")} for n in (0, 1)]
+    assert pids[0] != pids[1]  # each trial in its own worker process
+
+
+def test_search_space_from_overrides():
+    space, fixed = search_space(
+        [
+            "model.d_model=choice(32, 64)",
+            "model.dropout=interval(0.0, 0.3)",
+            "model.optimizer.lr=tag(log, interval(0.0001, 0.01))",
+            "model.num_layers=range(1, 6, 2)",
+            "+model.x=tag(int, interval(1, 9))",
+            "data.batch_size=16",
+            "model.dropout=0.1",  # later on the command line: fixed, no longer searched
+            "model.activation=relu,gelu",
+        ]
+    )
+    assert space == {
+        "model.d_model": CategoricalDistribution([32, 64]),
+        "model.optimizer.lr": FloatDistribution(0.0001, 0.01, log=True),
+        "model.num_layers": IntDistribution(1, 5, step=2),  # 1, 3, 5 as Hydra's range(1, 6, 2)
+        "+model.x": IntDistribution(1, 9),
+        "model.activation": CategoricalDistribution(["relu", "gelu"]),
+    }
+    assert fixed == ["data.batch_size=16", "model.dropout=0.1"]
+    assert trial_overrides(fixed, {"model.activation": "a b", "model.optimizer.lr": 1e-07}) == (
+        "data.batch_size=16",
+        "model.dropout=0.1",
+        "model.activation=a\\ b",
+        "model.optimizer.lr=1e-07",
+    )
 
 
 def test_a_second_launch_of_a_running_study_is_refused(tmp_path: Path):

@@ -1,38 +1,50 @@
-"""Optuna sweeps that survive being stopped: hydra-optuna-sweeper's sweeper plus resuming.
+"""Optuna sweeps on Optuna's ask-and-tell API, behind Hydra's public `Sweeper` interface.
 
-hydra-optuna-sweeper 1.3 (optuna 2.x) keeps a study in SQLite, but started again it would: fail
-because the database's folder does not exist yet; re-propose the first trials (a seeded sampler
-starts from the same seed); run `n_trials` more trials instead of the missing ones; and number the
-new jobs from 0, over the first launch's folders. `ResumableOptunaSweeperImpl` fixes all four;
-Hydra reaches it through `hydra_plugins.transformer_attention_sweeper.ResumableOptunaSweeper`.
+`StudySweeper` (reached through `hydra_plugins.transformer_attention_sweeper.OptunaSweeper`) asks the
+study for trials, launches one Hydra job per trial with whichever launcher is configured (job number =
+trial number, so trial N's folder is `<sweep>/N`) and tells the study how each job ended: COMPLETE with
+the value it returned, PRUNED when its pruning callback stopped it (`pruning.OptunaPruning`, which
+reports to the same trial from the job, in this process or another), FAIL otherwise.
+
+The study lives in its storage (SQLite in the sweep folder by default), so a sweep survives being stopped:
+run the same command again and it runs only the missing trials (`n_trials` is the study's total), numbered
+on from the study's, with the seeded sampler stepped past the trials it already proposed; trials the
+stopped launch left RUNNING are marked FAIL; a second launch of a running study is refused.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import optuna
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import IntervalSweep, Override, RangeSweep, Transformer
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
-
-from .compat import OptunaSweeperBase
 
 log = logging.getLogger(__name__)
 
 OVERRIDES_ATTR = "task_overrides"  # the command-line overrides that started the study
 INTERRUPTED_ATTR = "interrupted_trials"  # trials left RUNNING by a stopped launch, marked FAIL on resume
+RESULTS_FILE = "optimization_results.yaml"
 
 
 class SweepError(RuntimeError):
     """A sweep that cannot start or resume; the message says why and what to do."""
 
 
+# ---- the study's storage, lock and history -----------------------------------------------------
 def sqlite_path(storage: Any) -> Path | None:
     """The database file of a `sqlite:///<path>` storage URL, else None."""
     if isinstance(storage, str) and storage.startswith("sqlite:///"):
@@ -94,13 +106,76 @@ def trials_done(study: optuna.Study) -> int:
     return sum(t.state.is_finished() and t.number not in interrupted for t in study.get_trials(deepcopy=False))
 
 
-class ResumableOptunaSweeperImpl(OptunaSweeperBase):
-    """`n_trials` is the study's total: a launch runs only the trials still missing, numbered on from
-    the study's, with the sampler seeded past the trials it already proposed."""
+# ---- the search space ----------------------------------------------------------------------------
+def search_space(overrides: Sequence[str]) -> tuple[dict[str, BaseDistribution], list[str]]:
+    """Split Hydra overrides into Optuna distributions (`choice(...)`, `a,b,c`, `range(...)`,
+    `interval(...)`, `tag(log, interval(...))`) and the fixed overrides every job gets as written.
+    A later override of a key replaces an earlier one: the command line beats `hydra.sweeper.params`."""
+    space: dict[str, BaseDistribution] = {}
+    fixed: dict[str, str] = {}
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        key = override.get_key_element()  # with its +, ++ or ~ prefix: the job gets it back as written
+        space.pop(key, None)
+        fixed.pop(key, None)
+        if override.is_sweep_override():
+            space[key] = distribution(override)
+        else:
+            fixed[key] = str(override.input_line)
+    return space, list(fixed.values())
+
+
+def distribution(override: Override) -> BaseDistribution:
+    """The Optuna distribution of one sweep override. An `interval` is continuous (tag `int`: whole
+    numbers, tag `log`: log scale); an integer `range` is an IntDistribution with its step; anything
+    else is categorical over its values."""
+    sweep = override.value()
+    if isinstance(sweep, IntervalSweep):
+        log_scale = "log" in sweep.tags
+        if "int" in sweep.tags:
+            return IntDistribution(int(sweep.start), int(sweep.end), log=log_scale)
+        return FloatDistribution(float(sweep.start), float(sweep.end), log=log_scale)
+    ints = isinstance(sweep, RangeSweep) and all(isinstance(v, int) for v in (sweep.start, sweep.stop, sweep.step))
+    if ints and not sweep.shuffle and sweep.step > 0 and sweep.stop > sweep.start:
+        last = sweep.start + (sweep.stop - 1 - sweep.start) // sweep.step * sweep.step  # Hydra's stop is exclusive
+        return IntDistribution(sweep.start, last, step=sweep.step)
+    return CategoricalDistribution(list(override.sweep_iterator(transformer=Transformer.encode)))
+
+
+def trial_overrides(fixed: Sequence[str], params: dict[str, Any]) -> tuple[str, ...]:
+    """The overrides of one trial's job: the fixed ones, then the trial's values."""
+    return (*fixed, *(f"{key}={Transformer.str(value)}" for key, value in params.items()))
+
+
+# ---- the sweeper -----------------------------------------------------------------------------------
+class StudySweeper(Sweeper):
+    """`n_trials` is the study's total: a launch runs only the trials still missing, `n_jobs` at a time."""
+
+    def __init__(
+        self,
+        *,
+        storage: str | None = None,
+        study_name: str | None = None,
+        n_trials: int = 20,
+        n_jobs: int = 1,
+        direction: Any = "maximize",
+        max_failure_rate: float = 0.0,
+        sampler: DictConfig | None = None,
+        pruner: DictConfig | None = None,
+        params: DictConfig | None = None,
+        enqueue_trials: Sequence[Any] = (),
+    ) -> None:
+        self.storage, self.study_name = storage, study_name
+        self.n_trials, self.n_jobs, self.max_failure_rate = n_trials, max(1, n_jobs), max_failure_rate
+        self.directions = [direction] if isinstance(direction, str) else list(direction)
+        self.sampler_config, self.pruner_config = sampler, pruner
+        self.params = dict(params or {})
+        self.enqueue_trials = [dict(p) for p in enqueue_trials]
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
-        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
-        self.sampler_config = config.hydra.sweeper.get("sampler")
+        self.hydra_context, self.config = hydra_context, config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
         self.task_overrides = list(config.hydra.overrides.task)
 
     def sweep(self, arguments: list[str]) -> None:
@@ -119,30 +194,116 @@ class ResumableOptunaSweeperImpl(OptunaSweeperBase):
             raise SweepError("a stored study needs a name: set hydra.sweeper.study_name")
         self._lock = lock_study(sweep_dir, str(self.study_name))
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        space, fixed = search_space([f"{key}={value}" for key, value in self.params.items()] + list(arguments))
+        if not space:
+            raise SweepError(
+                "nothing to search: give hydra.sweeper.params (or the command line) at least one "
+                "choice(...), range(...) or interval(...)"
+            )
 
-        study = optuna.create_study(
-            study_name=self.study_name, storage=self.storage, directions=self.study_directions(), load_if_exists=True
-        )
+        study = self.open_study()
         check_overrides(study, self.task_overrides)
         fail_interrupted(study)
-        done, total = trials_done(study), self.n_trials
-        self.n_trials = max(0, total - done)
-        self.job_idx = len(study.trials)  # folders are numbered on, never over the earlier ones
-        seed = self.sampler_config.get("seed") if self.sampler_config is not None else None
-        if seed is not None and len(study.trials):
-            # the same seed again would re-propose the first trials: step it past the ones already asked
-            self.sampler = instantiate(self.sampler_config, seed=seed + len(study.trials))
+        if not study.trials:
+            for params in self.enqueue_trials:
+                study.enqueue_trial(params)
+        done = trials_done(study)
+        to_go = max(0, self.n_trials - done)
         if done:
-            log.info("resuming study %r: %d of %d trials done, %d to go", study.study_name, done, total, self.n_trials)
-        try:
-            super().sweep(arguments)
-        except ValueError as err:
-            if any(t.state == TrialState.COMPLETE for t in study.get_trials(deepcopy=False)):
-                raise
-            raise SweepError(
-                f"no trial of study {study.study_name!r} completed ({err}); every trial's log is in {sweep_dir}"
-            ) from None
+            log.info("resuming study %r: %d of %d trials done, %d to go", study.study_name, done, self.n_trials, to_go)
+        while to_go > 0:
+            batch = [study.ask(fixed_distributions=space) for _ in range(min(self.n_jobs, to_go))]
+            to_go -= len(batch)
+            self.run_batch(study, batch, fixed)
+            self.check_failure_rate(study, sweep_dir)
+        self.write_results(study, sweep_dir)
 
-    def first_job_number(self, trials: list[optuna.trial.Trial]) -> int:
-        """Job number = trial number: the job's folder is the trial's, whatever ran before."""
-        return trials[0].number
+    def open_study(self) -> optuna.Study:
+        """Create or load the study, its sampler seeded past the trials it already holds (the same seed
+        again would propose the first trials again)."""
+        study = optuna.create_study(
+            study_name=self.study_name, storage=self.storage, directions=self.directions, load_if_exists=True
+        )
+        config = self.sampler_config
+        seed = config.get("seed") if config is not None else None
+        if config is None:
+            sampler = optuna.samplers.TPESampler()
+        elif seed is not None:
+            sampler = instantiate(config, seed=seed + len(study.trials))
+        else:
+            sampler = instantiate(config)
+        pruner = instantiate(self.pruner_config) if self.pruner_config is not None else optuna.pruners.NopPruner()
+        if self.storage is None:  # in memory: nothing to resume, a fresh study with the sampler
+            return optuna.create_study(study_name=self.study_name, directions=self.directions, sampler=sampler)
+        return optuna.load_study(study_name=self.study_name, storage=self.storage, sampler=sampler, pruner=pruner)
+
+    def run_batch(self, study: optuna.Study, batch: list[optuna.trial.Trial], fixed: list[str]) -> None:
+        """Launch one job per trial (job number = trial number) and tell the study how each ended."""
+        overrides = [trial_overrides(fixed, trial.params) for trial in batch]
+        try:
+            self.validate_batch_is_legal(overrides)
+            returns = self.launcher.launch(overrides, initial_job_idx=batch[0].number)
+        except Exception:
+            for trial in batch:
+                study.tell(trial, state=TrialState.FAIL)
+            raise
+        for trial, job in zip(batch, returns, strict=True):
+            self.tell(study, trial, job)
+
+    def tell(self, study: optuna.Study, trial: optuna.trial.Trial, job: JobReturn) -> None:
+        if job.status == JobStatus.COMPLETED:
+            value = job.return_value
+            values = list(value) if isinstance(value, (list, tuple)) else [value]
+            if len(values) == len(self.directions) and all(_is_number(v) for v in values):
+                study.tell(trial, [float(v) for v in values])
+                return
+            log.error(
+                "trial %d returned %r, not %d number(s): recorded as FAIL (set optimized_metric to a logged metric)",
+                trial.number,
+                value,
+                len(self.directions),
+            )
+            study.tell(trial, state=TrialState.FAIL)
+            return
+        pruned = {t.number: t for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))}
+        if trial.number in pruned:  # told by the job's pruning callback
+            log.info("trial %d pruned after epoch %s", trial.number, pruned[trial.number].last_step)
+            return
+        try:
+            job.return_value  # noqa: B018 - raises the job's exception (Hydra writes "Error executing job ..." first)
+        except optuna.TrialPruned as pruned:
+            log.info("trial %d pruned: %s", trial.number, pruned)
+            study.tell(trial, state=TrialState.PRUNED)
+        except Exception as err:  # the job's own error: recorded, the sweep goes on
+            log.error("trial %d failed: %s: %s", trial.number, type(err).__name__, " ".join(str(err).split()))
+            study.tell(trial, state=TrialState.FAIL)
+
+    def check_failure_rate(self, study: optuna.Study, sweep_dir: Path) -> None:
+        interrupted = set(study.user_attrs.get(INTERRUPTED_ATTR, []))
+        trials = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and t.number not in interrupted]
+        failed = sum(t.state == TrialState.FAIL for t in trials)
+        if trials and failed / len(trials) > self.max_failure_rate:
+            raise SweepError(
+                f"{failed} of {len(trials)} trials failed, more than hydra.sweeper.max_failure_rate="
+                f"{self.max_failure_rate}: each trial's log is in {sweep_dir}/<trial>/"
+            )
+
+    def write_results(self, study: optuna.Study, sweep_dir: Path) -> None:
+        """`optimization_results.yaml`: the best parameters and value (each Pareto-optimal trial's when
+        there are several directions)."""
+        if not any(t.state == TrialState.COMPLETE for t in study.get_trials(deepcopy=False)):
+            raise SweepError(f"no trial of study {study.study_name!r} completed; every trial's log is in {sweep_dir}")
+        if len(self.directions) == 1:
+            results = {"name": "optuna", "best_params": study.best_params, "best_value": study.best_value}
+        else:
+            solutions = [{"params": t.params, "values": t.values} for t in study.best_trials]
+            results = {"name": "optuna", "solutions": solutions}
+        OmegaConf.save(OmegaConf.create(results), sweep_dir / RESULTS_FILE)
+        log.info("best of study %r: %s (%s)", study.study_name, results, sweep_dir / RESULTS_FILE)
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        return not isinstance(value, bool) and math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False

@@ -1,20 +1,56 @@
-"""Hydra finds sweepers only under `hydra_plugins`: this is the Optuna sweeper that resumes a stopped
-study, its logic in `transformer_attention.sweeps` (imported when a sweep starts, so optuna stays an
-optional dependency). Select it with `hparams_search=optuna`."""
+"""This project's Optuna sweeper, a Hydra `Sweeper` plugin (Hydra finds plugins only under `hydra_plugins`).
 
+Select it with `hparams_search=optuna` (conf/hparams_search/optuna.yaml); its settings are
+`OptunaSweeperConf`, stored as `hydra/sweeper: transformer_attention_optuna`. The work is done by
+`transformer_attention.sweeps.StudySweeper`, imported when a sweep starts: Hydra imports every plugin
+module at start-up, so this one stays light and optuna stays an optional dependency.
+"""
+
+from dataclasses import dataclass, field
 from typing import Any
 
-try:
-    from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
-except ImportError:  # the `sweep` extra is not installed: nothing to offer
-    OptunaSweeper = None
+from hydra.core.config_store import ConfigStore
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
 
-if OptunaSweeper is not None:
 
-    class ResumableOptunaSweeper(OptunaSweeper):
-        """hydra-optuna-sweeper's OptunaSweeper with a study that resumes where it stopped."""
+@dataclass
+class OptunaSweeperConf:
+    """`hydra.sweeper.*`: a misspelt key or a wrong type fails when Hydra composes the config."""
 
-        def __init__(self, **kwargs: Any) -> None:
-            from transformer_attention.sweeps import ResumableOptunaSweeperImpl
+    _target_: str = "hydra_plugins.transformer_attention_sweeper.OptunaSweeper"
+    _recursive_: bool = False  # the sampler and pruner stay configs: a resumed study reseeds its sampler
+    storage: str | None = None  # an RDB URL (sqlite:///...): the study outlives the launch, jobs reach it
+    study_name: str | None = None
+    n_trials: int = 20  # the study's total: a resumed study runs only the missing trials
+    n_jobs: int = 1  # trials launched at once (in parallel with hydra/launcher=joblib)
+    direction: Any = "maximize"  # or a list of directions, one per value the task returns
+    max_failure_rate: float = 0.0  # stop when more than this fraction of the trials failed
+    sampler: Any = None  # an optuna sampler as `_target_` config; None: TPESampler()
+    pruner: Any = None  # an optuna pruner as `_target_` config, used by the jobs; None: no pruning
+    params: dict[str, Any] | None = None  # key: choice(...) | range(...) | interval(...) | a fixed value
+    enqueue_trials: list[Any] = field(default_factory=list)  # [{key: value, ...}]: the first trials of a new study
 
-            self.sweeper = ResumableOptunaSweeperImpl(**kwargs)
+
+ConfigStore.instance().store(
+    group="hydra/sweeper", name="transformer_attention_optuna", node=OptunaSweeperConf, provider="transformer_attention"
+)
+
+
+class OptunaSweeper(Sweeper):
+    """Hydra's entry to `transformer_attention.sweeps.StudySweeper`."""
+
+    def __init__(self, **settings: Any) -> None:
+        self.settings = settings
+        self.study_sweeper: Sweeper | None = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from transformer_attention.sweeps import StudySweeper
+
+        self.study_sweeper = StudySweeper(**self.settings)
+        self.study_sweeper.setup(hydra_context=hydra_context, task_function=task_function, config=config)
+
+    def sweep(self, arguments: list[str]) -> Any:
+        assert self.study_sweeper is not None, "setup() first"
+        return self.study_sweeper.sweep(arguments)
