@@ -182,5 +182,6 @@ def main(cfg: DictConfig) -> list[Prediction]:
         print(f"{p.label:<12} {probs}  | {p.text}")
     print(f"predictions: {run / 'predictions.jsonl'}")
     if formats:
-        print(f"attention {' and '.join(formats)}: {run / 'attention'}")
+        pages = " (<i>.html: open it in a browser)" if "html" in formats else ""
+        print(f"attention maps: {run / 'attention'}{pages}")
     return preds
