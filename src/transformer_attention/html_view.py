@@ -308,8 +308,8 @@ _SCRIPT = """
     if (all.length) {
       for (k = 0; k < T; k++) { best.push([all[0].rows[q][k], k]); }
       best.sort(function (a, b) { return b[0] - a[0]; });
-      readout.textContent = "\\u201c" + tokens[q] + "\\u201d reads (" + all[0].name + "): " + best.slice(0, 5)
-        .map(function (p) { return tokens[p[1]] + " " + p[0].toFixed(2); }).join(", ");
+      readout.textContent = "\\u201c" + tokens[q] + "\\u201d reads (" + all[0].name.replace("-", " ") + "): " +
+        best.slice(0, 5).map(function (p) { return tokens[p[1]] + " " + p[0].toFixed(2); }).join(", ");
     } else {
       readout.textContent = "no head selected";
     }
