@@ -14,7 +14,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, RandomSampler
+from torch.utils.data import DataLoader, RandomSampler, Subset
 
 from ..errors import DataError
 from . import cache
@@ -36,7 +36,9 @@ class ReviewDataModule(L.LightningDataModule):
     on the train split only (unless `tokenizer` is given, e.g. from a checkpoint), and serves batches.
 
     Empty or whitespace-only texts are dropped, counted and logged (a warning), not an error; a split that
-    is left with nothing is a DataError. Label ids and names: see labels.py.
+    is left with nothing is a DataError. Label ids and names: see labels.py (`label_names_from` names where
+    given `label_names` come from, for its messages). Validation and test batches come in one fixed order
+    drawn with `split_seed`, the same every run and epoch, so a limited evaluation still sees every class.
     """
 
     def __init__(
@@ -64,6 +66,8 @@ class ReviewDataModule(L.LightningDataModule):
         tokenizer: str | None = None,
         label_names: list[str] | None = None,
         output_dir: str | None = None,
+        encoding: str = "utf-8",
+        label_names_from: str = "data.label_names",
     ) -> None:
         super().__init__()
         settings = dict(
@@ -74,6 +78,7 @@ class ReviewDataModule(L.LightningDataModule):
             val_fraction=val_fraction,
             num_workers=num_workers,
             toy_size=toy_size,
+            encoding=encoding,
         )
         check_data_settings(settings, prefix="data.")  # the config pre-check's rules, same messages
         self.name, self.path, self.data_files = name, path, data_files
@@ -88,6 +93,8 @@ class ReviewDataModule(L.LightningDataModule):
         self.cache_dir, self.output_dir = cache_dir, output_dir
         self.tokenizer = load_tokenizer(tokenizer) if tokenizer else None
         self.label_names = list(label_names) if label_names else None
+        self.encoding, self.label_names_from = encoding, label_names_from
+        self.required: dict[str, str] = {}  # split -> the fix when it is missing (require_split)
         self.raw: dict[str, dict[str, list]] = {}  # checked, scrubbed texts and label ids per split
         self.splits: dict[str, EncodedDataset] = {}
 
@@ -104,12 +111,17 @@ class ReviewDataModule(L.LightningDataModule):
                 text_column=self.text_column,
                 label_column=self.label_column,
                 split_names=self.split_names,
+                encoding=self.encoding,
             )
         for split in list(raw):
             raw[split] = self._drop_empty(split, raw[split])
         labels = {split: cols["label"] for split, cols in raw.items()}
         ids, self.label_names = labels_to_ids(
-            labels, label_names=self.label_names, num_classes=self.num_classes_target, class_names=class_names
+            labels,
+            label_names=self.label_names,
+            num_classes=self.num_classes_target,
+            class_names=class_names,
+            names_from=self.label_names_from,
         )
         for split, cols in raw.items():
             cols["label"] = ids[split]
@@ -181,11 +193,25 @@ class ReviewDataModule(L.LightningDataModule):
             log.info("data %s: %s split tokenized before, read from the cache %s", self.name, split, self.cache_dir)
         return EncodedDataset(ids, labels, texts)
 
+    def require_split(self, split: str, fix: str) -> None:
+        """Make `split` one the data must have: checked as soon as the data is loaded (before the tokenizer
+        is trained), a DataError with `fix` (what the caller's user can change) when it is missing."""
+        self.required[split] = fix
+        if self.raw:
+            self._check_required()
+
+    def _check_required(self) -> None:
+        for split, fix in self.required.items():
+            if split not in self.raw:
+                source = self.path or self.data_files or self.name
+                raise DataError(f"the data ({source}) has no {split} split (splits: {list(self.raw)}): {fix}")
+
     # ---- lifecycle -----------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
         """Load, check and tokenize: all splits for "fit" (or None), only the one a test/validate/predict needs."""
         if not self.raw:
             self.raw = self._load_raw()
+            self._check_required()
             if self.tokenizer is None:
                 self._make_tokenizer()
             # truncation is part of the tokenizer, so the saved one (and the checkpoint's) cuts like training did
@@ -228,6 +254,9 @@ class ReviewDataModule(L.LightningDataModule):
 
     def _loader(self, split: str, train: bool) -> DataLoader:
         dataset = self._dataset(split)
+        if not train:  # a fixed shuffle (files are often sorted by label): limit_val_batches sees every class
+            order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(self.split_seed))
+            dataset = Subset(dataset, order.tolist())
         common = {"collate_fn": collate, "num_workers": self.num_workers, "persistent_workers": self.num_workers > 0}
         if train and self.bucket_by_length:
             sampler = BucketBatchSampler(

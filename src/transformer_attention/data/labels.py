@@ -8,6 +8,7 @@ naming the split, the row and the value.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from numbers import Integral, Real
 
 from ..errors import DataError
@@ -23,19 +24,14 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
-def labels_to_ids(
-    labels: dict[str, list],
-    label_names: list[str] | None = None,
-    num_classes: int | None = None,
-    class_names: list[str] | None = None,
-) -> tuple[dict[str, list[int]], list[str]]:
-    """`{split: raw labels}` -> (`{split: ids}`, label names). `label_names` (given, e.g. from a checkpoint)
-    wins over the data's `class_names`; `num_classes`, when set, must agree with both."""
-    first: dict[str, tuple[str, int, object]] = {}  # kind -> (split, row, value) of its first occurrence
-    for split, values in labels.items():
-        for row, value in enumerate(values):
-            kind = _kind(value) if value is not None else "missing"
-            first.setdefault(kind, (split, row, value))
+def _int_like(value: str) -> bool:
+    """A word a CSV reader made of an integer label (`"1"`, `"-1"`)."""
+    return value.strip().lstrip("+-").isdigit()
+
+
+def _check_one_type(first: dict[str, tuple[str, int, object]], labels: dict[str, list]) -> None:
+    """One type per label column, whatever the file format: ints or strings, never both, and never
+    integer words mixed with other words (what a CSV reader makes of a column holding `0`, `1`, `positive`)."""
     bad = sorted(set(first) - {"str", "int"})
     if bad:
         split, row, value = first[bad[0]]
@@ -46,13 +42,53 @@ def labels_to_ids(
             f"labels mix types: int {v1!r} (split {s1!r}, row {r1}) and str {v2!r} (split {s2!r}, row {r2}); "
             f"make the label column all ints or all strings"
         )
+    if "str" not in first:
+        return
+    check_integers_or_words(value for values in labels.values() for value in values)
+
+
+def check_integers_or_words(values: Iterable[str], where: str = "") -> None:
+    """String labels are all integers (as a CSV reader may leave them) or all words: a mix is a DataError
+    showing examples of both (`where`: the file, for the message)."""
+    numbers: list[str] = []
+    words: list[str] = []
+    for value in values:
+        kind = numbers if _int_like(value) else words
+        if value not in kind and len(kind) < 3:
+            kind.append(value)
+    if numbers and words:
+        raise DataError(
+            f"labels{where} mix integers and words: {', '.join(map(repr, numbers))} and "
+            f"{', '.join(map(repr, words))}; make the label column all integers (class ids) or all class names"
+        )
+
+
+def labels_to_ids(
+    labels: dict[str, list],
+    label_names: list[str] | None = None,
+    num_classes: int | None = None,
+    class_names: list[str] | None = None,
+    names_from: str = "data.label_names",
+) -> tuple[dict[str, list[int]], list[str]]:
+    """`{split: raw labels}` -> (`{split: ids}`, label names). `label_names` (given, e.g. from a checkpoint:
+    `names_from` says which, for messages) win over the data's `class_names`; `num_classes`, when set, must
+    agree with both. Without given names the train split must hold two classes or more."""
+    first: dict[str, tuple[str, int, object]] = {}  # kind -> (split, row, value) of its first occurrence
+    for split, values in labels.items():
+        for row, value in enumerate(values):
+            kind = _kind(value) if value is not None else "missing"
+            first.setdefault(kind, (split, row, value))
+    _check_one_type(first, labels)
+    from_checkpoint = bool(label_names) and not names_from.startswith("data.")
+    if not from_checkpoint:  # a model's classes are fixed: its test data may hold any of them
+        _check_two_classes(labels.get("train", []))
     if "str" in first:
         names = list(label_names) if label_names else sorted(set(labels["train"]))
         index = {name: i for i, name in enumerate(names)}
         for split, values in labels.items():
             for row, value in enumerate(values):
                 if value not in index:
-                    where = "the given data.label_names" if label_names else "the train split's labels"
+                    where = f"the classes of {names_from}" if label_names else "the train split's labels"
                     raise DataError(f"label {value!r} in split {split!r}, row {row} is not among {where}: {names}")
         ids = {split: [index[v] for v in values] for split, values in labels.items()}
     else:
@@ -63,16 +99,32 @@ def labels_to_ids(
             names = [str(i) for i in range(n)]
     if num_classes is not None and num_classes != len(names):
         raise DataError(f"data.num_classes={num_classes} but the labels are {len(names)} classes: {names}")
-    _check_range(ids, len(names))
+    _check_range(ids, len(names), names_from if from_checkpoint else None)
     missing = sorted(set(range(len(names))) - set(ids["train"]))
     if missing:
         log.warning("classes %s (%s) have no training example", missing, [names[i] for i in missing])
     return ids, names
 
 
-def _check_range(ids: dict[str, list[int]], n: int) -> None:
+def _check_two_classes(train: list) -> None:
+    """A classifier needs two classes: one (or none) in the train split is an error naming the class."""
+    found = sorted(set(train), key=str)
+    if len(found) < 2:
+        what = f"one class, {found[0]!r}, in all {len(train)} rows" if found else "no labels"
+        raise DataError(
+            f"the train split holds {what}: a classifier needs two classes or more; "
+            f"check data.label_column and the files (or data.split_names)"
+        )
+
+
+def _check_range(ids: dict[str, list[int]], n: int, names_from: str | None = None) -> None:
     for split, values in ids.items():
         for row, value in enumerate(values):
+            if names_from and not 0 <= value < n:
+                raise DataError(
+                    f"label {value} in split {split!r}, row {row} is not a class of {names_from}, which has "
+                    f"{n} classes (ids 0 to {n - 1}): use data labelled with that model's classes"
+                )
             if not 0 <= value < n:
                 raise DataError(
                     f"label {value} in split {split!r}, row {row} is outside [0, {n}) ({n} classes); "

@@ -5,6 +5,7 @@ imported. Standard library only.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable, Mapping
 from numbers import Integral, Real
 from typing import Any
@@ -18,6 +19,14 @@ def _whole(value: Any, low: int) -> bool:
 
 def _fraction(value: Any) -> bool:
     return isinstance(value, Real) and not isinstance(value, bool) and 0 < value < 1
+
+
+def _encoding(value: Any) -> bool:
+    try:
+        codecs.lookup(value)
+    except (LookupError, TypeError):
+        return False
+    return True
 
 
 AT_LEAST_ONE = "must be a whole number >= 1: e.g. {key}=2"
@@ -34,6 +43,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "num_workers": (lambda v: _whole(v, 0), "must be 0 (load in the main process) or more: e.g. {key}=0"),
     "val_fraction": (_fraction, "must be in (0, 1): e.g. {key}=0.1"),
+    "encoding": (_encoding, "is not an encoding Python knows: e.g. {key}=utf-8 or {key}=latin-1"),
 }
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataError  # the project's one DataError, still importable from here
+from .files import check_file
+from .labels import check_integers_or_words
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +45,16 @@ def load_columns(
     text_column: str,
     label_column: str,
     split_names: dict[str, str | None] | None = None,
+    encoding: str = "utf-8",
 ) -> tuple[dict[str, dict[str, list]], list[str] | None]:
-    """Raw splits as `{split: {"text": [...], "label": [...]}}`, plus the label feature's class names if any."""
-    source, dsets = _load(name, path, data_files)
+    """Raw splits as `{split: {"text": [...], "label": [...]}}`, plus the label feature's class names if any.
+    `encoding` is that of local .csv/.tsv/.json/.jsonl files."""
+    source, dsets = _load(name, path, data_files, encoding, label_column)
     dsets = _our_splits(source, dsets, split_names)
     raw, class_names = {}, None
     for split, d in dsets.items():
+        if len(d) == 0:
+            raise DataError(f"split {split!r} of {source} has no rows: add rows, or leave that split out")
         for role, column in (("text", text_column), ("label", label_column)):
             if column not in d.column_names:
                 raise DataError(
@@ -62,22 +68,24 @@ def load_columns(
     return raw, class_names
 
 
-def _load(name: str, path: str | None, data_files: Any) -> tuple[str, dict]:
+def _load(
+    name: str, path: str | None, data_files: Any, encoding: str = "utf-8", label_column: str = "label"
+) -> tuple[str, dict]:
     """(a description of the source for messages, the `datasets` splits as loaded)."""
     if data_files:
         base = Path(path) if path else None
         if base is not None and not base.is_dir():
             raise DataError(f"data.path={path!r} is not a folder, so it cannot be the base of data.data_files")
-        return _load_files(_resolve_data_files(data_files, base))
+        return _load_files(_resolve_data_files(data_files, base), encoding, label_column)
     if path:
         p = Path(path)
         if not p.exists():
             raise DataError(f"data.path={path!r} does not exist (relative paths start at {Path.cwd()})")
         if p.is_file():
-            return _load_files({"train": [str(p)]})
+            return _load_files({"train": [str(p)]}, encoding, label_column)
         if (p / "dataset_dict.json").exists() or (p / "state.json").exists():
             return _load_disk(p)
-        return _load_files(_files_by_split(p))
+        return _load_files(_files_by_split(p), encoding, label_column)
     if name in ("local", "", None):
         raise DataError(f"data.name={name!r} needs data.path=<folder or file> or data.data_files=...; {LOCAL_HINT}")
     return _load_hub(name)
@@ -108,7 +116,7 @@ def _load_disk(folder: Path) -> tuple[str, dict]:
     return source, loaded if isinstance(loaded, datasets.DatasetDict) else {"train": loaded}
 
 
-def _load_files(files: dict[str, list[str]]) -> tuple[str, dict]:
+def _load_files(files: dict[str, list[str]], encoding: str = "utf-8", label_column: str = "label") -> tuple[str, dict]:
     import datasets
 
     source = f"files {files}"
@@ -116,11 +124,23 @@ def _load_files(files: dict[str, list[str]]) -> tuple[str, dict]:
     if None in formats or len(formats) != 1:
         raise DataError(f"{source}: give files of one format among {sorted(FORMATS)} (by extension)")
     fmt = formats.pop()
+    labels = [v for fs in files.values() for f in fs for v in check_file(f, fmt, encoding, label_column)]
+    check_integers_or_words(labels)  # the CSV files together: the type `datasets` would infer from one of them
     kwargs = {"sep": "\t"} if all(f.lower().endswith(".tsv") for fs in files.values() for f in fs) else {}
+    if fmt != "parquet":
+        kwargs["encoding"] = encoding
     try:
         return source, datasets.load_dataset(fmt, data_files=files, **kwargs)
     except Exception as err:
-        raise DataError(f"cannot read {source} as {fmt}: {type(err).__name__}: {err}") from err
+        root = _root_cause(err)  # datasets wraps the reader's error in DatasetGenerationError
+        reason = " ".join(str(root).split())[:300]
+        raise DataError(f"cannot read {source} as {fmt}: {type(root).__name__}: {reason}") from err
+
+
+def _root_cause(err: BaseException) -> BaseException:
+    while err.__cause__ is not None or (err.__context__ is not None and not err.__suppress_context__):
+        err = err.__cause__ or err.__context__
+    return err
 
 
 def _resolve_data_files(data_files: Any, base: Path | None) -> dict[str, list[str]]:
