@@ -8,11 +8,16 @@ the path and the fix, which the entry points print without a traceback.
 
 from __future__ import annotations
 
+import errno
+import io
 import logging
+import os
 import pickle
 import shlex
+import shutil
 import signal
 import threading
+import uuid
 import warnings
 import zipfile
 from pathlib import Path
@@ -21,10 +26,11 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import OmegaConf
 
-from .errors import CheckpointError
+from .errors import CheckpointError, DiskError
 from .module import ClassifierModule
 from .runs import run_dir_of
 
@@ -43,6 +49,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
             str(q.relative_to(p)) for q in p.glob("checkpoints/*.ckpt")
         )
         raise CheckpointError(f"checkpoint {p} is a folder: pass a .ckpt file in it (found: {found or 'none'})")
+    _check_format(p)
     try:
         with warnings.catch_warnings():  # torch's pickle-protocol notes: the error below says it better
             warnings.simplefilter("ignore", UserWarning)
@@ -102,6 +109,21 @@ def check_resume(ckpt: dict[str, Any], model_cfg: Any, path: str | Path) -> None
         )
 
 
+def _check_format(p: Path) -> None:
+    """A PyTorch checkpoint is a zip archive (torch.save's format since 1.6) or, older, a pickle:
+    anything else is not a checkpoint at all, whatever torch.load would make of it."""
+    with open(p, "rb") as f:
+        head = f.read(4)
+    if not head:
+        raise CheckpointError(f"checkpoint {p} is empty (0 bytes): not a checkpoint; pick another .ckpt")
+    if head.startswith(b"PK") or head[0] == 0x80:  # zip (perhaps truncated: torch.load says how) or pickle
+        return
+    raise CheckpointError(
+        f"{p} ({p.stat().st_size} bytes) is not a checkpoint: a .ckpt is a zip archive written by torch.save, "
+        f"this file starts with bytes {head.hex(' ')}; pass a .ckpt from a run's checkpoints/ folder"
+    )
+
+
 def _reason(err: BaseException, marker: str = "") -> str:
     """The telling part of a loader's error: the line after `marker`, or the first sentence."""
     message = str(err).split(marker, 1)[1] if marker and marker in str(err) else str(err)
@@ -115,6 +137,49 @@ def _nearby(p: Path) -> str:
     folder = p.parent if p.parent.is_dir() else None
     found = sorted(q.name for q in folder.glob("*.ckpt")) if folder else []
     return f" (checkpoints in {folder}: {found})" if found else ""
+
+
+# ---- writing checkpoints ----------------------------------------------------------------------
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, made atomic on a local disk: the checkpoint goes to a temporary file
+    in the target's own folder, is synced, then renamed over the target (os.replace), so a full disk or a
+    kill never leaves a truncated `.ckpt` under a real name. (Lightning's own writer stages the file in
+    the system's temporary folder and copies it over when that is another file system.) A full disk ends
+    the run with a DiskError naming the folder and its free space."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        if "://" in str(path):  # remote storage: Lightning's writer and its fsspec transaction
+            return super().save_checkpoint(checkpoint, path, storage_options=storage_options)
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()  # serialised first: torch's zip writer hides the file's OSError in a RuntimeError
+        torch.save(checkpoint, buffer)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # hidden, same folder
+        try:
+            with open(tmp, "xb") as f:  # the umask's permissions, as Lightning's own file
+                f.write(buffer.getbuffer())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException as err:
+            tmp.unlink(missing_ok=True)
+            if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskError(disk_full_message(target, needed=buffer.tell())) from None
+            raise
+
+
+def disk_full_message(target: Path, needed: int) -> str:
+    """What to say when `target` (`needed` bytes) could not be written for lack of space: the folder and
+    its free space."""
+    usage = shutil.disk_usage(target.parent)
+    mib = 1024 * 1024
+    return (
+        f"no space left to write {target.name} ({needed / mib:.2f} MiB) in {target.parent}: "
+        f"{usage.free / mib:.2f} MiB free of {usage.total / mib:.1f} MiB; every .ckpt already there is complete. "
+        f"Free space there, or run with paths.log_dir=<a folder on a disk with space>"
+    )
 
 
 # ---- resuming in the run's own folder -------------------------------------------------------

@@ -9,10 +9,12 @@ Each failure is a ConfigError that names the key, the bad value and the fix.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -59,6 +61,9 @@ def check_config(cfg: DictConfig) -> None:
             f"lower data.max_length or raise model.max_len (e.g. model.max_len={max_length})"
         )
     _check_trainer(_values(cfg.get("trainer")))
+    if HydraConfig.initialized():
+        hydra = HydraConfig.get()
+        check_added_keys(cfg, list(hydra.overrides.task), groups=list(hydra.runtime.choices))
     tags = cfg.get("tags")
     if tags is not None and not (OmegaConf.is_list(tags) and all(isinstance(t, str | int | float) for t in tags)):
         raise ConfigError(f"tags={tags!r} must be a list of words: e.g. tags=[baseline,heads8]")
@@ -85,7 +90,20 @@ def _check_trainer(trainer: dict) -> None:
         value = trainer.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
             raise ConfigError(f"trainer.{key}={value!r} must be a whole number >= {low}: e.g. trainer.{key}=1")
+    if trainer.get("max_epochs") == 0:
+        raise ConfigError(
+            "trainer.max_epochs=0 trains nothing: use trainer.max_epochs=1 or more (-1: no limit), "
+            "or train=false to test the weights as they are"
+        )
     accelerator = trainer.get("accelerator")
+    devices = trainer.get("devices")
+    if accelerator == "cpu" and isinstance(devices, int) and not isinstance(devices, bool):
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        if devices > cores:
+            raise ConfigError(
+                f"trainer.devices={devices} CPU processes but this machine gives this run {cores} core(s): "
+                f"use trainer.devices={cores} or fewer (each process is one DDP rank)"
+            )
     if accelerator not in ("gpu", "cuda"):
         return
     import torch  # only for a GPU run
@@ -96,12 +114,41 @@ def _check_trainer(trainer: dict) -> None:
             f"trainer.accelerator={accelerator} but no CUDA GPU is visible here: "
             "use trainer=cpu (or trainer=ddp_cpu for 2 processes on CPU)"
         )
-    devices = trainer.get("devices")
     if isinstance(devices, int) and devices > visible:
         raise ConfigError(
             f"trainer.devices={devices} but only {visible} GPU(s) are visible: "
             f"use trainer.devices={visible} (or trainer.devices=auto)"
         )
+
+
+def check_added_keys(cfg: DictConfig, overrides: list[str], groups: list[str]) -> None:
+    """`+key=value` at the top of the config adds a key nothing reads (`+max_epochs=1` trains 10 epochs):
+    refuse it, with the nearest key the config has. Keys added under a group (`+trainer.max_time=...`)
+    go to what that group builds, which accepts or refuses them itself; `+group=option` picks an option."""
+    for override in overrides:
+        if not override.startswith("+") or override.startswith("++") or "=" not in override:
+            continue
+        key, value = override[1:].split("=", 1)
+        if "." in key or "@" in key or "/" in key or key in groups:
+            continue
+        paths = [p for p in _key_paths(OmegaConf.to_container(cfg, resolve=False)) if p != key]
+        near = closest(key, [p.rsplit(".", 1)[-1] for p in paths])
+        matches = sorted((p for p in paths if p.rsplit(".", 1)[-1] == near), key=lambda p: p.count("."))
+        fix = f"did you mean {matches[0]}={value}?" if matches else f"the top-level keys are: {', '.join(sorted(cfg))}"
+        raise ConfigError(f"+{key}={value} adds {key!r} at the top of the config, where nothing reads it: {fix}")
+
+
+def _key_paths(node: Any, prefix: str = "", depth: int = 3) -> list[str]:
+    """Dotted paths of a plain config's keys, `depth` levels deep (the hydra node left out)."""
+    if not isinstance(node, dict) or depth == 0:
+        return []
+    out = []
+    for key, value in node.items():
+        if key == "hydra" and not prefix:
+            continue
+        out.append(f"{prefix}{key}")
+        out += _key_paths(value, f"{prefix}{key}.", depth - 1)
+    return out
 
 
 def _values(node: Any) -> dict[str, Any]:

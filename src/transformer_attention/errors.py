@@ -31,3 +31,15 @@ class InputError(UserError, ValueError):
     """Texts to classify that are missing or unreadable."""
 
     kind = "input error"
+
+
+class DiskError(UserError, OSError):
+    """A disk that is full (or a folder that cannot be written): the message names the folder and its free space."""
+
+    kind = "disk error"
+
+
+def printable(text: object) -> str:
+    """`text` safe to print on a terminal: control and other unprintable characters (escape sequences,
+    newlines, U+2028) as Python escapes, e.g. a label name read from a checkpoint."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
