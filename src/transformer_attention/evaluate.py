@@ -35,7 +35,11 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         output_dir=cfg.paths.output_dir,
         tokenizer=module.tokenizer_json,
         label_names=module.hparams.label_names,
+        label_names_from=f"the checkpoint {cfg.ckpt_path}",
     )
+    fix = "evaluate.py tests the test split: give the data one (a test.* file, data.data_files.test)"
+    datamodule.require_split("test", fix=fix)
+    datamodule.setup("test")  # the data is read and checked against the checkpoint before the trainer starts
     callbacks, loggers = instantiate_list(cfg.get("callbacks")), instantiate_list(cfg.get("logger"))
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     log_hyperparameters(trainer.loggers, OmegaConf.to_container(cfg, resolve=True), TEST_METRICS)

@@ -25,8 +25,8 @@ import torch
 from omegaconf import DictConfig
 
 from .checkpoint import load_module
-from .data.tokenizer import PAD_ID, encode, load_tokenizer
-from .errors import CheckpointError, ConfigError, InputError
+from .data.tokenizer import PAD_ID, UNK_ID, encode, load_tokenizer
+from .errors import CheckpointError, ConfigError, InputError, printable
 from .inference import infer
 from .module import ClassifierModule
 
@@ -69,11 +69,20 @@ def predict(
         raise ValueError("this module has no tokenizer: load it from a train.py checkpoint")
     hp = module.hparams
     tok = load_tokenizer(module.tokenizer_json)
+    trained = (tok.truncation or {}).get("max_length")
     if max_length is None:
-        trained = (tok.truncation or {}).get("max_length")
         max_length = min(trained or hp.max_len, hp.max_len)
+    elif isinstance(max_length, bool) or not isinstance(max_length, int) or not 2 <= max_length <= hp.max_len:
+        raise InputError(
+            f"max_length={max_length!r} must be a whole number from 2 to {hp.max_len}, the longest input this "
+            f"model takes: e.g. max_length={min(trained or hp.max_len, hp.max_len)} (its training length), "
+            f"or leave max_length unset"
+        )
     names = [str(n) for n in (hp.get("label_names") or range(hp.num_classes))]
     ids = encode(tok, list(texts), max_length)
+    unknown = [i for i, row in enumerate(ids) if len(row) > 1 and all(int(t) == UNK_ID for t in row[1:])]
+    for i in unknown:  # after [CLS]: the model sees no word it knows, so the prediction says nothing of the text
+        log.warning("text %d is all [UNK] tokens (no word of it is in the model's vocabulary): %r", i, texts[i][:80])
     rows = infer(module, ids, pad_id=hp.get("pad_id", PAD_ID), need_weights=need_weights, batch_size=batch_size)
     results = []
     for text, row_ids, row in zip(texts, ids, rows, strict=True):
@@ -103,15 +112,31 @@ def read_texts(text: str | None = None, texts: Sequence[str] | None = None, text
 
 
 def _read_lines(text_file: str) -> list[str]:
+    """One text per `\n`-terminated line, exactly (a final `\r` dropped): not str.splitlines, which also
+    breaks lines at U+0085, U+2028, form feeds and lone `\r`, all of which occur inside real reviews."""
     if text_file == "-":
-        return sys.stdin.read().splitlines()
-    path = Path(text_file).expanduser()
-    if not path.is_file():
-        raise InputError(f"text_file={text_file}: {path.resolve()} does not exist")
+        name, data = "stdin", sys.stdin.buffer.read()
+    else:
+        path = Path(text_file).expanduser()
+        if not path.is_file():
+            raise InputError(f"text_file={text_file}: {path.resolve()} does not exist")
+        name = str(path.resolve())
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise InputError(f"text_file={text_file}: cannot read {name} ({err.strerror})") from None
     try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"text_file={text_file}: cannot read {path.resolve()} as UTF-8 text ({err})") from None
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise InputError(
+            f"text_file={text_file}: {name} is not UTF-8 text (byte {data[err.start]:02x} at line {line}): "
+            f"convert it, e.g. iconv -f latin1 -t utf-8"
+        ) from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the last line's own terminator
+    return [line.removesuffix("\r") for line in lines]
 
 
 def save_attention_pngs(pred: Prediction, folder: Path, index: int) -> list[Path]:
@@ -179,7 +204,7 @@ def main(cfg: DictConfig) -> list[Prediction]:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
     for p in preds:
         probs = "  ".join(f"{name}={prob:.4f}" for name, prob in p.probabilities.items())
-        print(f"{p.label:<12} {probs}  | {p.text}")
+        print(f"{printable(p.label):<12} {printable(probs)}  | {printable(p.text)}")  # names from a file
     print(f"predictions: {run / 'predictions.jsonl'}")
     if formats:
         pages = " (<i>.html: open it in a browser)" if "html" in formats else ""

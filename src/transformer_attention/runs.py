@@ -17,6 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .config import check_config, register_schemas
 from .errors import UserError
+from .rundir import RunDirBusy, discard_unused, is_rank_zero, lock_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +25,14 @@ log = logging.getLogger(__name__)
 def run_task(task: str, cfg: DictConfig) -> Any:
     """Check `cfg`, then run `transformer_attention.<task>.main(cfg)`. Bad input (the project's
     UserErrors, a config Hydra cannot instantiate) ends a single run with `<kind>: <message>` on
-    stderr and no traceback; in a sweep it is raised, so the sweep records the job as failed."""
+    stderr and no traceback; in a sweep it is raised, so the sweep records the job as failed.
+    The run folder is locked while the task runs (rundir.py); a single run stopped before any work
+    leaves no folder behind (a sweep's job keeps its folder: its log records the failure)."""
+    run_dir = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
     try:
         check_config(cfg)  # before torch is imported: a bad value fails in a second
+        if run_dir is not None and is_rank_zero():
+            lock_run_dir(run_dir)
         return import_module(f"{__package__}.{task}").main(cfg)
     except (UserError, InstantiationException) as err:
         cause = err.__cause__ if isinstance(err.__cause__, UserError) else err  # a constructor's own error
@@ -35,6 +41,10 @@ def run_task(task: str, cfg: DictConfig) -> Any:
         if in_sweep():
             log.error("%s: %s", kind, message)
             raise
+        if run_dir is not None and is_rank_zero():
+            busy = isinstance(cause, RunDirBusy)  # another run's folder: only this run's config goes
+            own = not busy and run_dir_of(cfg.get("ckpt_path")) != run_dir.resolve()  # not resumed in place
+            discard_unused(run_dir, own=own, subdir=HydraConfig.get().output_subdir, check_work=not busy)
         raise SystemExit(f"{kind}: {message}") from None
 
 

@@ -18,8 +18,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .callbacks import HPARAM_METRICS, log_hyperparameters
-from .checkpoint import check_resume, load_checkpoint, resumed_in_place
-from .errors import ConfigError
+from .checkpoint import AtomicCheckpointIO, check_resume, load_checkpoint, resumed_in_place
+from .errors import ConfigError, printable
 from .runs import in_sweep, print_config_tree
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,18 @@ def instantiate_list(cfg: DictConfig | None) -> list[Any]:
     return [instantiate(c) for c in cfg.values() if c is not None and "_target_" in c]
 
 
+def instantiate_loggers(cfg: DictConfig | None, resume_step: int | None = None) -> list[Logger]:
+    """The logger group's loggers. A run resumed at `resume_step` hides, in TensorBoard, the steps its
+    first run logged after that checkpoint (SummaryWriter's `purge_step`): after a `kill -9` they are
+    trained and logged again, and TensorBoard would otherwise show both."""
+    purge = {"purge_step": resume_step} if resume_step is not None else {}
+    return [
+        instantiate(c, **purge) if str(c.get("_target_")).endswith("TensorBoardLogger") else instantiate(c)
+        for c in (cfg or {}).values()
+        if c is not None and "_target_" in c
+    ]
+
+
 def build(
     cfg: DictConfig, resume_from: dict[str, Any] | None = None
 ) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
@@ -39,18 +51,23 @@ def build(
     then the data (the model's vocab size, classes and tokenizer come from it), then the model.
     A resumed run reuses the checkpoint's tokenizer and label names, so its vocabulary cannot drift."""
     callbacks = instantiate_list(cfg.get("callbacks"))
-    loggers: list[Logger] = instantiate_list(cfg.get("logger"))
-    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    loggers = instantiate_loggers(cfg.get("logger"), resume_step=(resume_from or {}).get("global_step"))
+    plugins = {} if cfg.trainer.get("plugins") else {"plugins": [AtomicCheckpointIO()]}  # no truncated .ckpt
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **plugins)
     make_model = instantiate(cfg.model, _partial_=True)  # a bad model._target_ fails here, not after the data
     reuse: dict[str, Any] = {"output_dir": cfg.paths.output_dir}
     if resume_from is not None:
         reuse["tokenizer"] = resume_from["tokenizer"]
         reuse["label_names"] = resume_from["hyper_parameters"]["label_names"]
+        reuse["label_names_from"] = f"the checkpoint {cfg.get('ckpt_path')}"
         if resumed_in_place(cfg.get("ckpt_path"), cfg.paths.output_dir):
             reuse["output_dir"] = None  # the folder keeps the first run's tokenizer.json and label_names.json
     elif rank_zero_only.rank > 0:  # one tokenizer for all DDP ranks: rank 0's, trained once
         reuse["tokenizer"] = rank_zero_tokenizer(Path(cfg.paths.output_dir) / "tokenizer.json")
     datamodule = instantiate(cfg.data, **reuse)
+    if cfg.get("test", True):  # checked as soon as the data is read, not after training
+        fix = "run with test=false, or give the data a test split (test.* file, data.data_files.test)"
+        datamodule.require_split("test", fix=fix)
     datamodule.setup("fit")
     model = make_model(
         vocab_size=datamodule.vocab_size,
@@ -120,7 +137,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
 def format_metrics(metrics: dict[str, float]) -> str:
     """One `  name  value` line per metric, sorted: what `final metrics` and `test metrics` print."""
-    return "\n".join(f"  {k:<16} {v:.4f}" for k, v in sorted(metrics.items()))
+    return "\n".join(f"  {printable(k):<16} {v:.4f}" for k, v in sorted(metrics.items()))  # names hold labels
 
 
 def main(cfg: DictConfig) -> float | None:
