@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import lightning as L
+import numpy as np
 import pytest
 import torch
 from conftest import ROOT
@@ -23,10 +24,11 @@ from transformer_attention.callbacks import (
     flatten_config,
     log_hyperparameters,
     pick_examples,
+    result_hparams,
 )
 from transformer_attention.data import ReviewDataModule
 from transformer_attention.module import ClassifierModule
-from transformer_attention.plotting import save_attention_png
+from transformer_attention.plotting import attention_rollout, pooled_rollout, save_attention_png
 from transformer_attention.predict import predict
 from transformer_attention.train import build, instantiate_list
 
@@ -133,7 +135,7 @@ def test_maps_logged_every_n_and_at_fit_end(fitted):
     acc = fitted.events
     tags = [t for t in acc.Tags()["images"] if t.startswith("attention/")]
     names = ["example_0", "example_1", "example_2", "text_0"]
-    expected = [f"attention/{n}/layer_{layer}{m}" for n in names for layer in (0, 1) for m in ("", "_mean")]
+    expected = [f"attention/{n}/{kind}" for n in names for kind in ("layer_0", "layer_1", "rollout")]
     assert sorted(tags) == sorted(expected)
     for tag in tags:  # validation 0, not 1 (every 2nd), then the end of fit; never the sanity check (step 0)
         assert [e.step for e in acc.Images(tag)] == [steps_per_epoch, 2 * steps_per_epoch]
@@ -148,8 +150,8 @@ def test_maps_cost_little(fitted):
 
 def test_examples_mix_classes_and_lengths(fitted):
     maps = fitted.maps
-    labels = [label for name, _, label in maps.examples if name.startswith("example_")]
-    lengths = {len(ids) for name, ids, _ in maps.examples if name.startswith("example_")}
+    labels = [label for name, _, label, _ in maps.examples if name.startswith("example_")]
+    lengths = {len(ids) for name, ids, _, _ in maps.examples if name.startswith("example_")}
     assert set(labels) == {0, 1} and len(lengths) > 1
     assert maps.examples[-1][2] is None  # a text of your own has no true label
 
@@ -164,27 +166,50 @@ def test_log_maps_restores_modes_exactly(fitted):
 
 
 def test_maps_and_predict_share_one_inference_path(fitted, monkeypatch):
-    """The callback's maps and captions hold what predict() returns for the same text."""
+    """The callback's maps, rollout and captions hold what predict() returns for the same text."""
     module, text = fitted.module, "the plot is not good at all"
     maps = AttentionMapLogger(num_examples=0, texts=[text], mean=False)
     maps.on_fit_start(fitted.trainer, module)
-    drawn = []
-    plot = callbacks.plot_attention
-    monkeypatch.setattr(callbacks, "plot_attention", lambda *args, **kw: drawn.append(args) or plot(*args, **kw))
+    drawn, bars = [], []
+    render, render_bars = callbacks.AttentionGrid.render, callbacks.RolloutBars.render
+    monkeypatch.setattr(callbacks.AttentionGrid, "render", lambda g, m, s: drawn.append((m, s)) or render(g, m, s))
+    monkeypatch.setattr(callbacks.RolloutBars, "render", lambda b, x, s: bars.append(x) or render_bars(b, x, s))
     maps.log_maps(fitted.trainer, module)
+    maps.wait()  # the writer thread has written this call's images
     (p,) = predict(module, [text], need_weights=True)
-    assert [tokens for tokens, _, _ in drawn] == [p.tokens] * len(p.attentions)
-    for (_, weights, caption), expected in zip(drawn, p.attentions, strict=True):
-        assert torch.equal(weights, expected)
-        assert f"pred: {p.label} (p={p.probabilities[p.label]:.2f})" in caption
+    grid, _ = maps.figures["text_0"]
+    assert grid.labels == p.tokens
+    assert len(drawn) == len(p.attentions)
+    for (weights, status), expected in zip(drawn, p.attentions, strict=True):
+        assert torch.equal(torch.as_tensor(weights), expected)
+        assert f"pred: {p.label} (p={p.probabilities[p.label]:.2f})" in status
+    np.testing.assert_allclose(bars[0], pooled_rollout(attention_rollout(p.attentions), "cls"), atol=1e-6)
+    tables = events(fitted.log_dir).Tensors("attention/examples/text_summary")
+    assert any(
+        f"| text_0 | {text} | - | {p.label} (p={p.probabilities[p.label]:.2f}) |"
+        in t.tensor_proto.string_val[0].decode()
+        for t in tables
+    )
 
 
 def test_hparams_session_is_read_back_and_a_live_reader_keeps_following(tmp_path):
-    """The HPARAMS tab's data, as TensorBoard reads it: the flattened config and the metric columns,
-    no placeholder value in those series, and a reader started mid-run still sees the later scalars."""
+    """The HPARAMS tab's data, as TensorBoard reads it: the settings that shape a result, overridden keys
+    first, no plumbing, no experiment summary (TensorBoard builds it from all runs), no placeholder value in
+    the scalar series; and a reader started mid-run still sees the later scalars."""
     lg = TensorBoardLogger(tmp_path, name=None, version="", default_hp_metric=False)
-    config = {"model": {"d_model": 64, "pooling": "cls", "optimizer": {"lr": 1e-3}}, "tags": [], "ckpt_path": None}
-    log_hyperparameters([lg], config, ["val/acc_best", None, "test/acc", "val/acc_best"])
+    config = {
+        "model": {
+            "_target_": "x.Module",
+            "d_model": 64,
+            "pooling": "cls",
+            "optimizer": {"_partial_": True, "lr": 1e-3},
+        },
+        "data": {"name": "toy", "max_length": 64, "num_workers": 0},
+        "callbacks": {"attention_maps": {"num_examples": 4}},
+        "seed": 42,
+        "tags": [],
+    }
+    log_hyperparameters([lg], config, overrides=["model.pooling=cls", "+callbacks.attention_maps.num_examples=4"])
     lg.log_metrics({"val/acc_best": 0.5}, step=3)
     lg.experiment.flush()
     live = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0, "tensors": 0})
@@ -193,15 +218,25 @@ def test_hparams_session_is_read_back_and_a_live_reader_keeps_following(tmp_path
     lg.experiment.flush()
     live.Reload()
     assert [(e.step, e.value) for e in live.Scalars("val/acc_best")] == [(3, 0.5), (6, 0.75)]
-    assert live.Tags()["scalars"] == ["val/acc_best"]  # the declared test/acc has no value yet
+    assert live.Tags()["scalars"] == ["val/acc_best"]
 
     content = live.PluginTagToContent("hparams")
-    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
-    assert [m.name.tag for m in experiment.metric_infos] == ["val/acc_best", "test/acc"]
+    assert "_hparams_/experiment" not in content
     session = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
     hp = session.hparams
+    overrides = ["model.pooling=cls", "+callbacks.attention_maps.num_examples=4"]
+    assert list(result_hparams(config, overrides))[:2] == ["model.pooling", "callbacks.attention_maps.num_examples"]
+    assert set(hp) == {
+        "model.pooling",
+        "callbacks.attention_maps.num_examples",
+        "model.d_model",
+        "model.optimizer.lr",
+        "data.name",
+        "data.max_length",
+        "seed",
+    }
     assert hp["model.d_model"].number_value == 64 and hp["model.optimizer.lr"].number_value == 1e-3
-    assert hp["model.pooling"].string_value == "cls" and hp["ckpt_path"].string_value == "None"
+    assert hp["data.name"].string_value == "toy"
     assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 1  # the logger's own event file
 
 

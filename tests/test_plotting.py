@@ -11,11 +11,16 @@ import pytest
 import torch
 
 from transformer_attention.plotting import (
+    CARD_PX,
     CMAP,
+    AttentionGrid,
+    RolloutBars,
     attention_window,
+    colors,
     figure_to_array,
     plot_attention,
     plot_confusion_matrix,
+    plot_rollout,
     save_attention_png,
 )
 
@@ -56,6 +61,31 @@ def brightest_cell(fig, ax, image: np.ndarray) -> tuple[int, int]:
     return int(round(q)), int(round(k))
 
 
+def titles(fig) -> list[str]:
+    """The figure's title lines and status (left-aligned texts at the top)."""
+    return [t.get_text() for t in fig.texts if t.get_ha() == "left" and t.get_text()]
+
+
+def panel_titles(fig) -> list[str]:
+    return [t.get_text() for t in fig.texts if t.get_ha() == "center" and t.get_rotation() == 0]
+
+
+def key_labels(fig, ax) -> list[str]:
+    """The labels under `ax` (rotated texts within its width), left to right."""
+    box = ax.get_position()
+    under = [t for t in fig.texts if t.get_rotation() == 90 and box.x0 <= t.get_position()[0] <= box.x1]
+    top = max(t.get_position()[1] for t in under if t.get_position()[1] < box.y0)  # the row right under ax
+    under = [t for t in under if t.get_position()[1] == top]
+    return [t.get_text() for t in sorted(under, key=lambda t: t.get_position()[0])]
+
+
+def query_labels(fig, ax) -> list[str]:
+    """The labels left of `ax`'s row (right-aligned texts within its height), top to bottom."""
+    y0, y1 = ax.get_position().y0, ax.get_position().y1
+    left = [t for t in fig.texts if t.get_ha() == "right" and y0 <= t.get_position()[1] <= y1]
+    return [t.get_text() for t in sorted(left, key=lambda t: -t.get_position()[1])]
+
+
 def test_single_map_pixels_match_weights_and_labels():
     w = hand_built()
     fig = plot_attention(TOKENS, w, title="hand built")
@@ -63,11 +93,11 @@ def test_single_map_pixels_match_weights_and_labels():
     ax = fig.axes[0]
     assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
     assert brightest_cell(fig, ax, image) == (0, 4)
-    np.testing.assert_allclose(decode_cells(fig, ax, image, len(TOKENS), w.max()), w, atol=2 * w.max() / 255)
-    assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS  # keys across
-    assert [t.get_text() for t in ax.get_yticklabels()] == TOKENS  # queries down, [CLS] on top
+    np.testing.assert_allclose(decode_cells(fig, ax, image, len(TOKENS), 1.0), w, atol=2 / 255)  # the 0-1 scale
+    assert key_labels(fig, ax) == TOKENS  # keys across
+    assert query_labels(fig, ax) == TOKENS  # queries down, [CLS] on top
     assert ax.get_ylim()[0] > ax.get_ylim()[1]  # row 0 drawn at the top
-    assert fig._suptitle.get_text() == "hand built"
+    assert titles(fig) == ["hand built"]
 
 
 def test_head_grid_each_panel_shows_its_head():
@@ -75,13 +105,12 @@ def test_head_grid_each_panel_shows_its_head():
     w = torch.tensor(np.stack([hand_built(peak=p, seed=i) for i, p in enumerate(peaks)]), dtype=torch.float32)
     fig = plot_attention(TOKENS, w)  # a tensor works as well as an array
     image = figure_to_array(fig)
-    heads = [ax for ax in fig.axes if ax.get_title().startswith("head")]
-    assert [ax.get_title() for ax in heads] == ["head 0", "head 1", "head 2"]
-    vmax = float(w.max())  # one colour scale for all heads
+    heads = fig.axes[:3]  # then the colour bar
+    assert panel_titles(fig) == ["head 0", "head 1", "head 2"]
     for h, (ax, peak) in enumerate(zip(heads, peaks, strict=True)):
         assert brightest_cell(fig, ax, image) == peak
-        np.testing.assert_allclose(decode_cells(fig, ax, image, 6, vmax), w[h].numpy(), atol=2 * vmax / 255)
-        assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
+        np.testing.assert_allclose(decode_cells(fig, ax, image, 6, 1.0), w[h].numpy(), atol=2 / 255)
+        assert key_labels(fig, ax) == TOKENS
 
 
 def test_long_text_cut_to_a_window():
@@ -89,8 +118,8 @@ def test_long_text_cut_to_a_window():
     w = np.full((2, 60, 60), 1 / 60)
     fig = plot_attention(tokens, w, "long", max_tokens=10)
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == tokens[:10]
-    assert "first 10 of 60 tokens" in fig._suptitle.get_text()
+    assert key_labels(fig, ax) == tokens[:10]
+    assert "first 10 of 60 tokens" in titles(fig)[0]
     shown, cut = attention_window(tokens, w, 10)
     assert shown == tokens[:10] and cut.shape == (2, 10, 10)
 
@@ -129,3 +158,64 @@ def test_plotting_leaves_pyplot_and_the_backend_alone():
         "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def luminance(image: np.ndarray) -> float:
+    return float((image.astype(float) @ np.array([0.299, 0.587, 0.114])).mean())
+
+
+def test_one_colour_scale_everywhere():
+    """A map whose largest weight is 0.3 is drawn darker than one reaching 1.0: 0 to 1, not to each maximum."""
+    low = np.full((6, 6), 0.05)
+    low[:, 2] = 0.3
+    high = np.zeros((6, 6))
+    high[:, 2] = 1.0
+    cells = []
+    for w in (low, high):
+        fig = plot_attention(TOKENS, w)
+        image, ax = figure_to_array(fig), fig.axes[0]
+        x, y = ax.transData.transform((2, 3))
+        cells.append(image[int(round(image.shape[0] - y)), int(round(x))])
+        bar = fig.axes[-1]  # the colour bar, 0 to 1
+        assert bar.get_xlim() == (0.0, 1.0)
+    assert luminance(cells[0][None]) < luminance(cells[1][None]) - 50
+    np.testing.assert_array_equal(cells[0], colors(np.array([0.3]))[0])
+    np.testing.assert_array_equal(cells[1], colors(np.array([1.0]))[0])
+
+
+TWELVE = ["[CLS]", "the", "plot", "is", "not", "good", "but", "the", "acting", "is", "disappointing", "overall"]
+
+
+def test_grid_render_equals_a_full_draw_and_fits_a_card():
+    """The fast path (labels drawn once, cells written as arrays) gives the pixels of a full draw; a
+    12-token text with 4 heads and their mean fits TensorBoard's card width; no title runs off the image."""
+    rng = np.random.default_rng(0)
+    maps = rng.dirichlet(np.ones(12), size=(5, 12)).astype(np.float32)  # (5, 12, 12), rows sum to 1
+    title = "example_0 \u00b7 true: negative \u00b7 " + " ".join(TWELVE) * 2  # long: wraps, never cut
+    grid = AttentionGrid(TWELVE, [f"head {h}" for h in range(4)] + ["mean"], title, status=True)
+    for m in (maps, maps[::-1], maps * 0.5):
+        np.testing.assert_array_equal(grid.render(m), figure_to_array(grid.draw(m)))
+    fast = grid.render(maps, "layer 0 \u00b7 step 7")  # the status line is written into its band only
+    changed = np.nonzero((fast != grid.render(maps)).any(axis=(1, 2)))[0]
+    top = grid.status_xy[1]
+    assert len(changed) and top <= changed.min() and changed.max() < top + 16
+    assert fast.shape[1] <= CARD_PX + 15
+    renderer = grid.fig.canvas.get_renderer()
+    for text in grid.fig.texts:
+        box = text.get_window_extent(renderer)
+        assert box.x0 >= 0 and box.x1 <= fast.shape[1] and box.y1 <= fast.shape[0], text.get_text()
+
+
+def test_rollout_bars_show_the_shares():
+    shares = np.array([0.5, 0.1, 0.3, 0.1], dtype=np.float32)
+    bars = RolloutBars(["[CLS]", "not", "good", "."], "rollout", status=True)
+    fast = bars.render(shares)
+    full = figure_to_array(bars.draw(shares))
+    bar_area = (slice(bars.top, bars.top + bars.height), slice(bars.left + 1, bars.left + bars.width - 1))
+    differ = np.abs(fast[bar_area].astype(int) - full[bar_area].astype(int)).max(axis=2) > 40
+    assert differ.mean() < 0.08  # the same bars; edges and the value texts (another font renderer) differ a little
+    assert [t.get_text() for t in bars.values] == ["0.50", "0.10", "0.30", "0.10"]
+    widths = [b.get_width() for b in bars.bars]
+    assert widths == pytest.approx(shares.tolist())
+    fig = plot_rollout(["[CLS]", "a", "b"], [np.eye(3)[None], np.eye(3)[None]], "identity")
+    assert [round(b.get_width(), 6) for b in fig.axes[0].patches] == [1.0, 0.0, 0.0]  # [CLS] reads only itself

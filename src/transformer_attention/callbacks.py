@@ -1,30 +1,41 @@
-"""What the model does, in TensorBoard: attention maps, a test report, the run's hyperparameters.
+"""What the model does, in TensorBoard: attention maps, rollout, captions, a test report, the run's
+hyperparameters.
 
 Tags written (examples and layers count from 0, layer l is `ClassifierOutput.attentions[l]`):
 
-    attention/example_{i}/layer_{l}        image: one panel per head of layer l, query x key
-    attention/example_{i}/layer_{l}_mean   image: the same map averaged over the heads
-    attention/text_{j}/layer_{l}[_mean]    the same for AttentionMapLogger(texts=[...])
+    attention/example_{i}/layer_{l}        image: a panel per head of layer l, then their mean, query x key
+    attention/example_{i}/rollout          image: each input token's share in the pooled vector, all layers
+    attention/text_{j}/...                 the same for AttentionMapLogger(texts=[...])
+    attention/examples                     text: a table of tag, text, true label and prediction
     test/confusion_matrix                  image: counts of (true, predicted)
     test/{precision,recall,f1}/{label}     scalars: per class, at test end
     test/report                            text: the per-class table
 
-`log_hyperparameters` puts the resolved config in the HPARAMS tab, one row per run, with the
-`val/acc_best` and test metric series of that run as columns.
+`log_hyperparameters` puts the settings that shape a result in the HPARAMS tab, one row per run; the
+settings that differ between runs come first, the runs' metric series are the columns after them.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import re
-from collections.abc import Mapping, Sequence
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import lightning as L
+import numpy as np
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
+from PIL import Image
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.plugins.image.metadata import create_summary_metadata
 from torch.utils.tensorboard.summary import hparams
+from torch.utils.tensorboard.writer import FileWriter
 from torchmetrics import MetricCollection
 from torchmetrics.classification import (
     MulticlassConfusionMatrix,
@@ -35,11 +46,17 @@ from torchmetrics.classification import (
 
 from .data.tokenizer import encode
 from .inference import infer
-from .plotting import MAX_TOKENS, figure_to_array, plot_attention, plot_confusion_matrix
+from .plotting import (
+    MAX_TOKENS,
+    AttentionGrid,
+    RolloutBars,
+    attention_rollout,
+    figure_to_array,
+    plot_confusion_matrix,
+    pooled_rollout,
+)
 
 log = logging.getLogger(__name__)
-
-HPARAM_METRICS = ("val/acc_best", "val/acc", "val/loss", "test/acc", "test/f1", "test/loss")
 
 
 def _tensorboards(trainer: L.Trainer) -> list[Any]:
@@ -72,16 +89,53 @@ def pick_examples(labels: Sequence[int], lengths: Sequence[int], k: int) -> list
     return [picks[c][j] for j in range(rounds) for c in classes if j < counts[c]]
 
 
+def add_image(writer: Any, tag: str, image: np.ndarray, step: int, description: str = "") -> None:
+    """Write an (H, W, 3) uint8 image to a SummaryWriter with a description (TensorBoard shows it under the
+    card's title). Encoded here rather than by `add_image`, which resamples every image (LANCZOS, even at
+    scale 1) and cannot carry a description; zlib level 1: the PNG is as exact and several times faster."""
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="PNG", compress_level=1)
+    height, width, channels = image.shape
+    png = Summary.Image(height=height, width=width, colorspace=channels, encoded_image_string=buffer.getvalue())
+    value = Summary.Value(
+        tag=tag, image=png, metadata=create_summary_metadata(display_name=tag, description=description)
+    )
+    if writer.file_writer is not None:
+        writer.file_writer.add_summary(Summary(value=[value]), global_step=step)
+    else:  # the logger was closed (after fit): a file of its own beside the run's
+        late = FileWriter(writer.log_dir)
+        late.add_summary(Summary(value=[value]), global_step=step)
+        late.close()
+
+
+def _cell(text: str) -> str:
+    """`text` as one markdown table cell: pipes escaped, whitespace runs (newlines too) made one space."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _timed(fn: Callable[..., Any], *args: Any) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
 class AttentionMapLogger(Callback):
     """Every `every_n_epochs` validation epochs, logs each head's attention on fixed examples as
-    TensorBoard images (tags in this module's docstring), at the global step.
+    TensorBoard images, and the attention rollout of each (tags in this module's docstring), at the
+    global step; the examples' texts, true labels and predictions go to the TEXT tab.
 
     The examples are chosen once, at fit start: `num_examples` from the validation split
     (`pick_examples`), plus any `texts` of your own (tagged `text_{j}`, e.g. a negated review).
     Only they go through the model, in eval mode and without gradients; the sanity check is
     skipped. The end of fit is logged too when the last validation was not, so the image slider
     always ends at the trained model.
+
+    Cheap by design: each example's figure (labels, titles, colour bar) is drawn once, then every
+    step only writes its cells (`AttentionGrid.render`); one image per layer holds all heads and
+    their mean (`mean=True`), on the one 0-1 colour scale.
     """
+
+    MAX_PENDING = 64  # images waiting for the writer thread
 
     def __init__(
         self,
@@ -91,6 +145,7 @@ class AttentionMapLogger(Callback):
         max_tokens: int = MAX_TOKENS,
         split: str = "validation",
         mean: bool = True,
+        rollout: bool = True,
         tag: str = "attention",
     ) -> None:
         self.texts = list(texts or [])
@@ -101,11 +156,17 @@ class AttentionMapLogger(Callback):
             )
         if every_n_epochs < 1:
             raise ValueError(f"every_n_epochs={every_n_epochs}: must be >= 1")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens={max_tokens}: must be >= 1")
         self.num_examples, self.every_n_epochs, self.max_tokens = num_examples, every_n_epochs, max_tokens
-        self.split, self.mean, self.tag = split, mean, tag
-        self.examples: list[tuple[str, list[int], int | None]] = []  # (name, token ids, true label)
+        self.split, self.mean, self.rollout, self.tag = split, mean, rollout, tag
+        self.examples: list[tuple[str, list[int], int | None, str]] = []  # (name, token ids, true label, text)
+        self.figures: dict[str, tuple[AttentionGrid, RolloutBars | None]] = {}  # drawn once per example
         self.validations = 0  # validation epochs run, sanity check excluded
         self.last_logged_step: int | None = None
+        self.cost = {"logs": 0, "images": 0, "seconds": 0.0, "writing_seconds": 0.0}  # logged at the end of fit
+        self._pool: ThreadPoolExecutor | None = None  # encodes and writes the images, off the training thread
+        self._pending: deque[Future] = deque()
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         dm = trainer.datamodule
@@ -117,9 +178,17 @@ class AttentionMapLogger(Callback):
             return
         data = getattr(dm, "splits", {}).get(self.split)
         picked = pick_examples(data.labels, [len(ids) for ids in data.ids], self.num_examples) if data else []
-        self.examples = [(f"example_{j}", data.ids[i], int(data.labels[i])) for j, i in enumerate(picked)]
+        texts = getattr(data, "texts", None)
+        self.examples = [
+            (f"example_{j}", data.ids[i], int(data.labels[i]), texts[i] if texts else "") for j, i in enumerate(picked)
+        ]
         own = encode(dm.tokenizer, self.texts, dm.max_length) if self.texts else []
-        self.examples += [(f"text_{j}", ids, None) for j, ids in enumerate(own)]
+        self.examples += [
+            (f"text_{j}", ids, None, text) for j, (ids, text) in enumerate(zip(own, self.texts, strict=True))
+        ]
+        self.figures = {}
+        if self.examples and self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-maps")
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -131,6 +200,18 @@ class AttentionMapLogger(Callback):
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.validations and self.last_logged_step != trainer.global_step:
             self.log_maps(trainer, pl_module)
+        self._close()
+        if self.cost["logs"]:
+            log.info(
+                "attention maps: %d images at %d steps, %.2f s on the training thread, %.2f s writing (its own thread)",
+                self.cost["images"],
+                self.cost["logs"],
+                self.cost["seconds"],
+                self.cost["writing_seconds"],
+            )
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self._close()  # the images of the steps logged so far are written, not dropped
 
     def state_dict(self) -> dict[str, Any]:
         return {"validations": self.validations}
@@ -138,31 +219,85 @@ class AttentionMapLogger(Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.validations = state_dict.get("validations", 0)
 
+    def _figures(self, name: str, tokens: list[str], heads: int, title: str) -> tuple[AttentionGrid, Any]:
+        """The example's grid and rollout bars, built at its first logged step and reused after."""
+        if name not in self.figures:
+            panels = [f"head {h}" for h in range(heads)] + (["mean of heads"] if self.mean else [])
+            grid = AttentionGrid(tokens, panels, title, status=True)
+            bars = RolloutBars(tokens, f"{title} \u00b7 attention rollout", status=True) if self.rollout else None
+            self.figures[name] = (grid, bars)
+        return self.figures[name]
+
     def log_maps(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Run the model on the chosen examples (`infer`: eval mode, no gradients) and log every layer's
-        map of each."""
+        map of each, its rollout and the table of examples."""
         writers = _tensorboards(trainer)
         if not self.examples or not writers:
             return
+        start = time.perf_counter()
         dm = trainer.datamodule
-        rows = infer(pl_module, [ids for _, ids, _ in self.examples], pad_id=dm.pad_id, need_weights=True)
+        rows = infer(pl_module, [ids for _, ids, _, _ in self.examples], pad_id=dm.pad_id, need_weights=True)
         names = _label_names(trainer, pl_module, len(rows[0].probabilities))
+        pooling = pl_module.hparams.get("pooling", "cls")
         step = trainer.global_step
-        for (example, ids, label), row in zip(self.examples, rows, strict=True):
-            tokens = [dm.tokenizer.id_to_token(int(t)) for t in ids]
+        table = ["| tag | text | true label | prediction (p) |", "|---|---|---|---|"]
+        for (example, ids, label, text), row in zip(self.examples, rows, strict=True):
+            n = min(len(ids), self.max_tokens)
+            tokens = [dm.tokenizer.id_to_token(int(t)) for t in ids[:n]]
             pred = int(row.probabilities.argmax())
-            title = f"pred: {names[pred]} (p={row.probabilities[pred]:.2f})"
-            if label is not None:
-                title = f"true: {names[label]}, {title}"
-            for layer, weights in enumerate(row.attentions):  # each (H, T, T), T = len(ids)
-                maps = {f"layer_{layer}": (weights, f"{title}, layer {layer}")}
+            said = f"pred: {names[pred]} (p={row.probabilities[pred]:.2f})"
+            truth = names[label] if label is not None else "-"
+            cut = f" (first {n} of {len(ids)} tokens)" if n < len(ids) else ""
+            shown = text if len(text) <= 120 else text[:119] + "\u2026"
+            known = f" \u00b7 true: {truth}" if label is not None else ""
+            title = f"{example}{known} \u00b7 \u201c{shown}\u201d{cut}"
+            description = f"{example}: \u201c{text}\u201d (true label: {truth}; {said} at step {step})"
+            table.append(f"| {example} | {_cell(text)} | {_cell(truth)} | {_cell(said[6:])} |")
+            layers = row.attentions  # each (H, T, T), T = len(ids)
+            grid, bars = self._figures(example, tokens, heads=layers[0].shape[0], title=title)
+            for layer, weights in enumerate(layers):
+                maps = weights[:, :n, :n].numpy()  # (H, n, n)
                 if self.mean:
-                    maps[f"layer_{layer}_mean"] = (weights.mean(dim=0), f"{title}, layer {layer}, mean of heads")
-                for name, (w, caption) in maps.items():
-                    image = figure_to_array(plot_attention(tokens, w, caption, max_tokens=self.max_tokens))  # (H, W, 3)
-                    for writer in writers:
-                        writer.add_image(f"{self.tag}/{example}/{name}", image, global_step=step, dataformats="HWC")
+                    maps = np.concatenate([maps, maps.mean(axis=0, keepdims=True)])  # (H + 1, n, n)
+                status = f"layer {layer} of {len(layers)} \u00b7 step {step} \u00b7 {said}"
+                image = grid.render(maps, status)  # (H, W, 3)
+                self._send(writers, f"{self.tag}/{example}/layer_{layer}", image, step, description)
+            if bars is not None:
+                shares = pooled_rollout(attention_rollout(layers), pooling)[:n]  # (n,)
+                what = "[CLS]" if pooling == "cls" else "the mean of the tokens"
+                image = bars.render(shares, f"what {what} reads through {len(layers)} layers \u00b7 step {step}")
+                self._send(writers, f"{self.tag}/{example}/rollout", image, step, description)
+        for writer in writers:
+            writer.add_text(f"{self.tag}/examples", "\n".join(table), global_step=step)
         self.last_logged_step = step
+        self.cost["logs"] += 1
+        self.cost["images"] += len(self.examples) * (len(rows[0].attentions) + (1 if self.rollout else 0))
+        self.cost["seconds"] += time.perf_counter() - start
+
+    def _send(self, writers: list[Any], tag: str, image: np.ndarray, step: int, description: str) -> None:
+        """Encode and write `image` on the writer thread (during fit; at most `MAX_PENDING` images wait, the
+        training thread waits beyond that: nothing is dropped), else here."""
+        if self._pool is None:
+            for writer in writers:
+                self.cost["writing_seconds"] += _timed(add_image, writer, tag, image, step, description)
+            return
+        while len(self._pending) >= self.MAX_PENDING:
+            self.cost["writing_seconds"] += self._pending.popleft().result()
+        for writer in writers:
+            self._pending.append(self._pool.submit(_timed, add_image, writer, tag, image, step, description))
+
+    def wait(self) -> None:
+        """Block until every image handed to the writer thread is written (errors are raised here)."""
+        while self._pending:
+            self.cost["writing_seconds"] += self._pending.popleft().result()
+
+    def _close(self) -> None:
+        if self._pool is not None:
+            try:
+                self.wait()
+            finally:
+                self._pool.shutdown()
+                self._pool = None
 
 
 def _safe_tag(name: str) -> str:
@@ -231,22 +366,47 @@ def flatten_config(config: Mapping, prefix: str = "") -> dict[str, int | float |
     return flat
 
 
-@rank_zero_only
-def log_hyperparameters(
-    loggers: Sequence[Logger], config: Mapping, metrics: Sequence[str | None] = HPARAM_METRICS
-) -> None:
-    """Log the resolved run config to every logger. TensorBoard also gets an HPARAMS session: the
-    flattened config (`model.d_model`, ... as in Hydra overrides) and, as its metric columns, the
-    `metrics` scalar series of the run (None and repeats dropped). Only names are declared: no
-    placeholder values in the scalar series.
+RESULT_KEYS = (  # what shapes a result: the HPARAMS columns (model.* is all of the model's settings)
+    "data.name",
+    "data.max_length",
+    "data.batch_size",
+    "data.vocab_size",
+    "seed",
+    "trainer.precision",
+    "trainer.max_epochs",
+    "trainer.accumulate_grad_batches",
+)
 
-    The session goes into the logger's own event file, through its SummaryWriter's public `file_writer`:
-    a second event file in the run folder could sort after the logger's (same second, uid 9 vs 10), and a
-    live `tensorboard` follows only a run's newest file, so it would stop showing the run's new scalars."""
-    names = dict.fromkeys(m for m in metrics if m)
-    summaries = hparams(flatten_config(config), dict.fromkeys(names, 0.0))  # experiment, session start, end
+
+def result_hparams(config: Mapping, overrides: Sequence[str] = ()) -> dict[str, int | float | str]:
+    """The flattened settings that shape a run's result (`model.*` but Hydra's `_target_` plumbing, the data's
+    name, length, batch and vocabulary, seed, precision, epochs), the keys in `overrides` (`key=value`, as
+    Hydra's `hydra.overrides.task`) first: in TensorBoard's HPARAMS tab, what a sweep varied leads."""
+    flat = flatten_config(config)
+    keep = [k for k in flat if (k.startswith("model.") and "._" not in f".{k}") or k in RESULT_KEYS]
+    first: dict[str, int | float | str] = {}
+    for override in overrides:
+        key, _, value = str(override).lstrip("+~").partition("=")
+        if key.startswith(("hydra.", "paths.")):
+            continue
+        first[key] = flat.get(key, value)  # a group choice (data=imdb) is not a flat key: its value as given
+    return {**first, **{k: flat[k] for k in keep if k not in first}}
+
+
+@rank_zero_only
+def log_hyperparameters(loggers: Sequence[Logger], config: Mapping, overrides: Sequence[str] = ()) -> None:
+    """Log the resolved run config to every logger (Lightning's `hparams.yaml`). TensorBoard also gets an
+    HPARAMS session: the settings that shape the result (`result_hparams`, named as in Hydra overrides).
+
+    Only the session is written, no experiment summary: TensorBoard then builds the HPARAMS table from all
+    runs' sessions, with the settings whose values differ between runs (what a sweep varied) as the first
+    columns and the runs' scalar series as the metric columns. (A run's own experiment summary would be
+    taken for all runs, its columns sorted by name.) The session goes into the logger's own event file,
+    through its SummaryWriter's public `file_writer`: a second event file in the run folder could sort after
+    the logger's, and a live `tensorboard` follows only a run's newest file."""
+    _, session_start, session_end = hparams(result_hparams(config, overrides), {})
     for lg in loggers:
         lg.log_hyperparams(dict(config))
         if isinstance(lg, TensorBoardLogger):
-            for summary in summaries:
+            for summary in (session_start, session_end):
                 lg.experiment.file_writer.add_summary(summary)

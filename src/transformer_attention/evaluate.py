@@ -19,8 +19,6 @@ from .train import format_metrics, instantiate_list
 
 log = logging.getLogger(__name__)
 
-TEST_METRICS = ("test/acc", "test/f1", "test/loss")
-
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     """Test `cfg.ckpt_path` on `cfg.data`'s test split; returns every logged metric as a float."""
@@ -42,7 +40,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     datamodule.setup("test")  # the data is read and checked against the checkpoint before the trainer starts
     callbacks, loggers = instantiate_list(cfg.get("callbacks")), instantiate_list(cfg.get("logger"))
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
-    log_hyperparameters(trainer.loggers, OmegaConf.to_container(cfg, resolve=True), TEST_METRICS)
+    log_hyperparameters(trainer.loggers, OmegaConf.to_container(cfg, resolve=True))
     trainer.test(module, datamodule=datamodule)
     return {k: float(v) for k, v in trainer.callback_metrics.items()}
 

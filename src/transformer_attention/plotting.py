@@ -1,29 +1,47 @@
-"""Attention heatmaps and confusion matrices as matplotlib Figures.
+"""Attention heatmaps, attention rollout and confusion matrices as matplotlib Figures.
 
 Figures are built on `matplotlib.figure.Figure` with an Agg canvas, never through pyplot, so
 nothing here changes the backend of a notebook or GUI session that imports it. In a notebook a
 returned Figure displays itself; `figure_to_array` gives the HWC uint8 image TensorBoard's
 `add_image(..., dataformats="HWC")` wants; `save_attention_png` writes a PNG file.
 
-Heatmaps: rows are queries, columns keys (the tutorials' `weights[q, k]`), one shared colour
-scale from 0 to the largest weight shown, so heads are comparable and bright means attended.
+Heatmaps: rows are queries, columns keys (the tutorials' `weights[q, k]`). Every attention image uses
+the same colour scale, 0 to 1, with its colour bar: brightness means the same weight in every head,
+layer, step and run. Sizes are in pixels (DPI 72: 1 pt = 1 px) and chosen for TensorBoard's image
+card, `CARD_PX` wide: a two-column grid of heads of a 12-token text shows at actual size there.
+
+`AttentionGrid` and `RolloutBars` draw a figure's labels, titles and colour bar once with matplotlib;
+then, for each new set of weights, they write only the cells (as arrays) and a status line (Pillow,
+with matplotlib's own font): what makes logging maps every validation epoch cheap.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
+from matplotlib import colormaps, font_manager
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from PIL import Image, ImageDraw, ImageFont
 
 CMAP = "viridis"  # perceptually uniform, brightness rises with the value
 MAX_TOKENS = 40  # longer texts are cut to their first MAX_TOKENS tokens: labels stay readable
-MIN_PANEL_INCHES = 2.6
-DPI = 90
+DPI = 72  # 1 pt = 1 px, so the sizes below are pixels
+CARD_PX = 350  # an image card in TensorBoard's IMAGES tab (1600 px window); wider images are shrunk to it
+FONT_PX = 9  # tick labels (tokens)
+TITLE_PX = 10
+LABEL_CHARS = 14  # longer tokens are shortened to this many characters on the axes
+CELL_PX = (11, 24)  # smallest and largest cell of a heatmap
+GAP_PX = 10
+NORM = Normalize(vmin=0.0, vmax=1.0)  # the one colour scale of every attention image
 
 
 def _as_numpy(weights: np.ndarray | torch.Tensor) -> np.ndarray:
@@ -48,6 +66,270 @@ def attention_window(
     return list(tokens[:n]), w[..., :n, :n]
 
 
+def _short(token: str) -> str:
+    return token if len(token) <= LABEL_CHARS else token[: LABEL_CHARS - 1] + "\u2026"
+
+
+def _text_px(text: str, size: int) -> float:
+    """A generous width estimate of `text` in DejaVu Sans at `size` px (no renderer needed)."""
+    return 0.56 * size * len(text)
+
+
+class _Frame:
+    """A figure whose static part (labels, titles, colour bar) is drawn once, without the `hidden` artists;
+    `pixels()` returns a copy of those RGB pixels for a caller to write cells (arrays) and texts (`text`) into."""
+
+    def __init__(self, fig: Figure, hidden: Sequence) -> None:
+        self.fig, self.hidden = fig, list(hidden)  # artists left out of the static frame
+        self.canvas = FigureCanvasAgg(fig)  # attach an Agg canvas: drawing works without pyplot
+        self.static: np.ndarray | None = None
+
+    def pixels(self) -> np.ndarray:
+        if self.static is None:
+            visible = [a.get_visible() for a in self.hidden]
+            for artist in self.hidden:
+                artist.set_visible(False)
+            self.canvas.draw()
+            self.static = np.asarray(self.canvas.buffer_rgba())[..., :3].copy()  # (H, W, 3)
+            for artist, was in zip(self.hidden, visible, strict=True):
+                artist.set_visible(was)
+        return self.static.copy()
+
+
+@functools.lru_cache(maxsize=4)
+def _font(size: int) -> ImageFont.FreeTypeFont:
+    """matplotlib's own DejaVu Sans for Pillow, which writes a line of text in a fraction of a millisecond."""
+    return ImageFont.truetype(font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans")), size)
+
+
+def _write(pixels: np.ndarray, texts: Sequence[tuple[tuple[float, float], str]], size: int, fill: str) -> None:
+    """Write each `((x, y) px of its top-left corner, text)` into the (H, W, 3) `pixels`, in place (through
+    the band of rows the texts cover, not a copy of the whole image)."""
+    top = max(0, int(min(y for (_, y), _ in texts)))
+    bottom = min(len(pixels), int(max(y for (_, y), _ in texts) + 2 * size))
+    band = Image.fromarray(pixels[top:bottom])
+    draw = ImageDraw.Draw(band)
+    for (x, y), text in texts:
+        draw.text((x, y - top), text, font=_font(size), fill=fill)
+    pixels[top:bottom] = np.asarray(band)
+
+
+def _title_lines(title: str | None, width_px: float) -> list[str]:
+    return textwrap.wrap(title or "", width=max(10, int((width_px - 8) / (0.6 * TITLE_PX))))
+
+
+def _header_px(title: str | None, width_px: float, status: bool) -> int:
+    return 6 + len(_title_lines(title, width_px)) * (TITLE_PX + 3) + (TITLE_PX + 4 if status else 0)
+
+
+STATUS_COLOUR = "#444444"
+
+
+def _header(fig: Figure, title: str | None, status: bool) -> tuple[object, tuple[int, int]]:
+    """Title lines (wrapped to the width, never cut off) and, with `status`, a one-line text below them that
+    may change from image to image; returns that Text (None without) and its top-left corner in px."""
+    W, H = fig.get_figwidth() * DPI, fig.get_figheight() * DPI
+    lines = _title_lines(title, W)
+    if lines:
+        fig.text(4 / W, 1 - 4 / H, "\n".join(lines), fontsize=TITLE_PX, va="top", ha="left", linespacing=1.3)
+    top = 6 + len(lines) * (TITLE_PX + 3)
+    if not status:
+        return None, (4, top)
+    return fig.text(4 / W, 1 - top / H, "", fontsize=TITLE_PX, va="top", ha="left", color=STATUS_COLOUR), (4, top)
+
+
+BAR_PX = 46  # the colour bar strip at the bottom of every attention image
+
+
+def _colorbar(fig: Figure, label: str) -> None:
+    """A horizontal 0-1 colour bar in the strip at the bottom of `fig`."""
+    H = fig.get_figheight() * DPI
+    cax = fig.add_axes((0.1, 24 / H, 0.8, 9 / H))
+    bar = fig.colorbar(ScalarMappable(norm=NORM, cmap=CMAP), cax=cax, orientation="horizontal")
+    bar.set_ticks([0, 0.25, 0.5, 0.75, 1.0])
+    bar.ax.tick_params(labelsize=FONT_PX - 1, length=2, pad=1)
+    bar.set_label(label, fontsize=FONT_PX, labelpad=1)
+
+
+@functools.lru_cache(maxsize=1)
+def _lut() -> np.ndarray:
+    return colormaps[CMAP](np.linspace(0.0, 1.0, colormaps[CMAP].N), bytes=True)[:, :3]  # (N, 3) uint8
+
+
+def colors(values: np.ndarray) -> np.ndarray:
+    """RGB uint8 colours of `values` on the one attention scale (0 to 1, clipped), exactly as imshow draws
+    them (matplotlib's lookup: entry floor(v * N), the top value in the last entry)."""
+    lut = _lut()
+    index = (np.asarray(values, dtype=np.float32) * len(lut)).astype(np.int64)
+    return lut[np.clip(index, 0, len(lut) - 1)]
+
+
+class AttentionGrid:
+    """Heatmaps of one text's attention: a panel per map (e.g. each head, then their mean), `ncols` per row,
+    on the fixed 0-1 colour scale with a colour bar at the bottom. The tokens label the keys under every
+    panel and the queries left of each row (the panels of a row share them). Sized so that a 12-token text
+    in two columns fits TensorBoard's image card (`CARD_PX`) at actual size.
+
+    `draw(maps)` returns the figure; `render(maps, status)` its pixels, fast: the labels are drawn once and
+    each call only writes the cells (as arrays) and the one-line `status` (say, the step and prediction)."""
+
+    def __init__(
+        self,
+        tokens: Sequence[str],
+        panel_titles: Sequence[str],
+        title: str | None = None,
+        *,
+        ncols: int = 2,
+        status: bool = False,
+    ) -> None:
+        n, P = len(tokens), len(panel_titles)
+        if n == 0 or P == 0:
+            raise ValueError(f"an attention grid needs tokens and panels, got {n} tokens and {P} panels")
+        self.n, self.P = n, P
+        cols, rows = min(ncols, P), math.ceil(P / min(ncols, P))
+        self.labels = labels = [_short(t) for t in tokens]
+        margin = int(6 + max(_text_px(t, FONT_PX) for t in labels))  # room for the token labels
+        budget = (CARD_PX - 8 - margin - (cols - 1) * GAP_PX) / (cols * n)
+        self.cell = cell = int(min(CELL_PX[1], max(CELL_PX[0], budget)))
+        side = cell * n  # a panel is side x side px
+        W = 8 + margin + cols * side + (cols - 1) * GAP_PX
+        head = _header_px(title, W, status)
+        row_px = TITLE_PX + 6 + side + margin  # panel title, cells, key labels
+        H = head + rows * row_px + BAR_PX
+        self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
+        self.status, self.status_xy = _header(fig, title, status)
+        self.axes, self.images, self.boxes = [], [], []  # boxes: (top, left) px of each panel's cells
+        blank = np.zeros((n, n), dtype=np.float32)
+        for p in range(P):
+            r, c = divmod(p, cols)
+            left, top = 4 + margin + c * (side + GAP_PX), head + r * row_px + TITLE_PX + 6
+            ax = fig.add_axes((left / W, 1 - (top + side) / H, side / W, side / H))
+            image = ax.imshow(blank, cmap=CMAP, norm=NORM, interpolation="nearest", aspect="auto", resample=False)
+            ax.set_axis_off()  # labels as plain texts below: no tick machinery, a fraction of the drawing time
+            fig.text((left + side / 2) / W, 1 - (top - 3) / H, panel_titles[p], fontsize=TITLE_PX, ha="center")
+            for i, label in enumerate(labels):
+                centre = (i + 0.5) * cell
+                fig.text(  # key i under the panel
+                    (left + centre) / W,
+                    1 - (top + side + 3) / H,
+                    label,
+                    fontsize=FONT_PX,
+                    rotation=90,
+                    ha="center",
+                    va="top",
+                )
+                if c == 0:  # query i left of the row
+                    fig.text((left - 3) / W, 1 - (top + centre) / H, label, fontsize=FONT_PX, ha="right", va="center")
+            self.axes.append(ax)
+            self.images.append(image)
+            self.boxes.append((top, left))
+        _colorbar(fig, "attention weight (0 to 1, the same scale in every image)")
+        self._frame = _Frame(fig, hidden=[*self.images, *([self.status] if self.status is not None else [])])
+
+    def _check(self, maps: np.ndarray | torch.Tensor) -> np.ndarray:
+        m = _as_numpy(maps)
+        if m.shape != (self.P, self.n, self.n):
+            raise ValueError(f"{tuple(m.shape)} maps for a grid of {self.P} panels of {self.n} tokens")
+        return m
+
+    def draw(self, maps: np.ndarray | torch.Tensor, status: str | None = None) -> Figure:
+        """The figure with `maps` (P, n, n) in its panels."""
+        for image, panel in zip(self.images, self._check(maps), strict=True):
+            image.set_data(panel)
+        if self.status is not None:
+            self.status.set_text(status or "")
+        return self.fig
+
+    def render(self, maps: np.ndarray | torch.Tensor, status: str | None = None) -> np.ndarray:
+        """The (H, W, 3) uint8 pixels of the figure with `maps` (P, n, n): the static frame with the cells
+        written as arrays (one `colors` block of cell x cell px per weight) and the status line."""
+        m = self._check(maps)
+        out = self._frame.pixels()
+        side = self.cell * self.n
+        for (top, left), panel in zip(self.boxes, m, strict=True):
+            cells = colors(panel)  # (n, n, 3)
+            out[top : top + side, left : left + side] = cells.repeat(self.cell, axis=0).repeat(self.cell, axis=1)
+        if self.status is not None and status:
+            _write(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
+        return out
+
+
+class RolloutBars:
+    """Horizontal bars, one per input token (top to bottom in text order): the share of each token in the
+    pooled vector the classifier reads (`pooled_rollout`), on a fixed 0-1 axis, coloured on the 0-1 scale
+    of the attention maps, each with its value. `draw(shares)` returns the figure, `render(shares, status)`
+    its pixels (the axes drawn once; bars written as arrays, values and status as texts)."""
+
+    ROW_PX = 16
+
+    def __init__(self, tokens: Sequence[str], title: str | None = None, *, status: bool = False) -> None:
+        n = len(tokens)
+        if n == 0:
+            raise ValueError("rollout bars need at least one token")
+        self.n = n
+        self.labels = labels = [_short(t) for t in tokens]
+        margin = int(8 + max(_text_px(t, FONT_PX) for t in labels))
+        W = CARD_PX
+        head = _header_px(title, W, status)
+        self.height = n * self.ROW_PX
+        self.width = W - margin - 46  # room for the values right of the bars
+        self.top, self.left = head + 8, margin
+        H = self.top + self.height + 24 + BAR_PX  # 24: the 0-1 axis under the bars
+        self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
+        self.status, self.status_xy = _header(fig, title, status)
+        ax = fig.add_axes((margin / W, 1 - (self.top + self.height) / H, self.width / W, self.height / H))
+        ax.set_xlim(0, 1)
+        ax.set_ylim(n - 0.5, -0.5)  # the first token on top
+        ax.set_yticks([])
+        for i, label in enumerate(labels):  # token labels as plain texts: no tick machinery
+            y = self.top + (i + 0.5) * self.ROW_PX
+            fig.text((margin - 4) / W, 1 - y / H, label, fontsize=FONT_PX, ha="right", va="center")
+        ax.tick_params(axis="x", labelsize=FONT_PX - 1, length=2)
+        ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
+        ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+        ax.set_axisbelow(True)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        self.ax = ax
+        self.bars = list(ax.barh(range(n), np.zeros(n), height=0.75, color=colormaps[CMAP](0.0)))
+        self.values = [ax.text(0, i, "", va="center", ha="left", fontsize=FONT_PX - 1) for i in range(n)]
+        _colorbar(fig, "share of the pooled vector (0 to 1)")
+        texts = [*self.values, *([self.status] if self.status is not None else [])]
+        self._frame = _Frame(fig, hidden=[*self.bars, *texts])
+
+    def _check(self, shares: np.ndarray | torch.Tensor) -> np.ndarray:
+        s = _as_numpy(shares)
+        if s.shape != (self.n,):
+            raise ValueError(f"{tuple(s.shape)} shares for {self.n} tokens")
+        return s
+
+    def draw(self, shares: np.ndarray | torch.Tensor, status: str | None = None) -> Figure:
+        s = self._check(shares)
+        for bar, text, value, colour in zip(self.bars, self.values, s, colors(s), strict=True):
+            bar.set_width(float(value))
+            bar.set_color(colour / 255)
+            text.set_x(float(value) + 0.01)
+            text.set_text(f"{value:.2f}")
+        if self.status is not None:
+            self.status.set_text(status or "")
+        return self.fig
+
+    def render(self, shares: np.ndarray | torch.Tensor, status: str | None = None) -> np.ndarray:
+        s = self._check(shares)
+        out = self._frame.pixels()
+        pad = round(self.ROW_PX * 0.125)  # bars are 0.75 of a row high
+        values = []
+        for i, (value, colour) in enumerate(zip(s, colors(s), strict=True)):
+            length = int(round(float(np.clip(value, 0, 1)) * self.width))
+            top = self.top + i * self.ROW_PX
+            out[top + pad : top + self.ROW_PX - pad, self.left : self.left + length] = colour
+            values.append(((self.left + length + 3, top + (self.ROW_PX - FONT_PX) / 2 - 1), f"{value:.2f}"))
+        _write(out, values, FONT_PX - 1, "black")
+        if self.status is not None and status:
+            _write(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
+        return out
+
+
 def plot_attention(
     tokens: Sequence[str],
     weights: np.ndarray | torch.Tensor,
@@ -55,47 +337,45 @@ def plot_attention(
     *,
     max_tokens: int | None = MAX_TOKENS,
     panel_titles: Sequence[str] | None = None,
-    ncols: int = 4,
+    ncols: int = 2,
 ) -> Figure:
-    """A heatmap of one (T, T) attention map, or a grid of one panel per head for (H, T, T).
+    """A heatmap of one (T, T) attention map, or a grid of one panel per head for (H, T, T), on the
+    0-1 colour scale.
 
     `tokens` label both axes (queries down, keys across); texts longer than `max_tokens` are cut
     to their first `max_tokens` tokens and the title says so. Strip padding before calling.
     """
     shown, w = attention_window(tokens, weights, max_tokens)
     maps = w[None] if w.ndim == 2 else w  # (H, n, n)
-    H, n = maps.shape[0], maps.shape[-1]
+    H = maps.shape[0]
     if panel_titles is None:
         panel_titles = [f"head {h}" for h in range(H)] if w.ndim == 3 else [""]
     if len(panel_titles) != H:
         raise ValueError(f"{len(panel_titles)} panel titles for {H} attention maps")
+    if len(shown) < len(tokens):
+        cut = f"first {len(shown)} of {len(tokens)} tokens"
+        title = f"{title}  ({cut})" if title else cut
+    return AttentionGrid(shown, panel_titles, title, ncols=ncols).draw(maps)
+
+
+def plot_rollout(
+    tokens: Sequence[str],
+    attentions: Sequence[np.ndarray | torch.Tensor],
+    title: str | None = None,
+    *,
+    pooling: str = "cls",
+    max_tokens: int | None = MAX_TOKENS,
+) -> Figure:
+    """Bars of each input token's share in the pooled vector, by attention rollout through all layers
+    (`attention_rollout`, then `pooled_rollout`). `attentions`: one (H, T, T) map per layer, padding cut off."""
+    shares = pooled_rollout(attention_rollout(attentions), pooling)
+    if len(shares) != len(tokens):
+        raise ValueError(f"{len(tokens)} tokens for a rollout over {len(shares)} positions: strip padding first")
+    n = len(tokens) if max_tokens is None else min(len(tokens), max_tokens)
     if n < len(tokens):
         cut = f"first {n} of {len(tokens)} tokens"
         title = f"{title}  ({cut})" if title else cut
-
-    cols = min(ncols, H)
-    rows = math.ceil(H / cols)
-    cell, fontsize = (0.24, 8) if n <= 24 else (0.16, 6)  # inches per query x key cell, tick label size
-    panel = max(MIN_PANEL_INCHES, cell * n + 1.2)  # + room for the tick labels
-    fig = Figure(figsize=(cols * panel + 1.2, rows * panel + (0.6 if title else 0.2)), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)  # attach an Agg canvas: drawing works without pyplot
-    axes = fig.subplots(rows, cols, squeeze=False)
-    vmax = float(maps.max()) if maps.size and maps.max() > 0 else 1.0
-    image = None
-    for h, ax in enumerate(axes.flat):
-        if h >= H:
-            ax.set_axis_off()
-            continue
-        image = ax.imshow(maps[h], cmap=CMAP, vmin=0.0, vmax=vmax, interpolation="nearest", aspect="equal")
-        ax.set_xticks(range(n), shown, rotation=90, fontsize=fontsize)
-        ax.set_yticks(range(n), shown, fontsize=fontsize)
-        ax.tick_params(length=0)
-        if panel_titles[h]:
-            ax.set_title(panel_titles[h], fontsize=9)
-    fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
-    if title:
-        fig.suptitle(title, fontsize=10)
-    return fig
+    return RolloutBars(list(tokens[:n]), title).draw(shares[:n])
 
 
 def attention_rollout(attentions: Sequence[np.ndarray | torch.Tensor], residual: float = 0.5) -> np.ndarray:

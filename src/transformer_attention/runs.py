@@ -5,6 +5,7 @@ that a bad config value fails in about a second."""
 from __future__ import annotations
 
 import logging
+import re
 from importlib import import_module
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from .config import check_config, register_schemas
+from .console import quiet_console
 from .errors import UserError
 from .rundir import RunDirBusy, discard_unused, is_rank_zero, lock_run_dir
 
@@ -33,6 +35,7 @@ def run_task(task: str, cfg: DictConfig) -> Any:
         check_config(cfg)  # before torch is imported: a bad value fails in a second
         if run_dir is not None and is_rank_zero():
             lock_run_dir(run_dir)
+        quiet_console()  # each log line once, no tips (after the config check: it imports Lightning)
         return import_module(f"{__package__}.{task}").main(cfg)
     except (UserError, InstantiationException) as err:
         cause = err.__cause__ if isinstance(err.__cause__, UserError) else err  # a constructor's own error
@@ -73,10 +76,24 @@ def _resume_subdir(ckpt_path: Any, resumed: str, default: str) -> str:
     return resumed if run_dir_of(ckpt_path) else default
 
 
+NAME_SKIPS = ("hydra", "hparams_search", "paths", "ckpt_path", "data.path", "data.data_files", "trainer.devices")
+
+
+def job_name(num: Any, overrides: Any) -> str:
+    """`${job_name:${hydra.job.num},${hydra.overrides.task}}`: a sweep job's folder (and so its TensorBoard run)
+    named by its number and what it overrides, e.g. `1_model.num_heads=2,model.lr=0.001`. The number keeps
+    names unique; paths, devices and the sweep's own settings are left out; at most 100 characters."""
+    parts = [str(o) for o in overrides or [] if not str(o).lstrip("+~").startswith(NAME_SKIPS)]
+    name = ",".join(re.sub(r"[^A-Za-z0-9_.,=+\-]+", "-", p) for p in parts)
+    return f"{num}_{name}"[:100] if name else str(num)
+
+
 def register_resolvers() -> None:
-    """`${resume_dir:ckpt,default}` and `${resume_subdir:ckpt,resumed,default}` for `hydra.run` in train.yaml."""
+    """`${resume_dir:ckpt,default}` and `${resume_subdir:ckpt,resumed,default}` for `hydra.run` in train.yaml;
+    `${job_name:num,overrides}` for `hydra.sweep.subdir`."""
     OmegaConf.register_new_resolver("resume_dir", _resume_dir, replace=True)
     OmegaConf.register_new_resolver("resume_subdir", _resume_subdir, replace=True)
+    OmegaConf.register_new_resolver("job_name", job_name, replace=True)
 
 
 # ---- the config tree ------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from .callbacks import HPARAM_METRICS, log_hyperparameters
+from .callbacks import log_hyperparameters
 from .checkpoint import AtomicCheckpointIO, check_resume, load_checkpoint, resumed_in_place
 from .errors import ConfigError, printable
 from .runs import in_sweep, print_config_tree
@@ -121,7 +121,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         L.seed_everything(cfg.seed, workers=True)
     datamodule, model, trainer = build(cfg, resume_from)
     config = OmegaConf.to_container(cfg, resolve=True)
-    log_hyperparameters(trainer.loggers, config, [*HPARAM_METRICS, cfg.get("optimized_metric")])
+    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    log_hyperparameters(trainer.loggers, config, overrides=overrides)
     log_tags(trainer.loggers, list(cfg.get("tags") or []), cfg.get("notes"))
     if cfg.get("train", True):
         trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path)
