@@ -5,7 +5,8 @@ and precision, on the toy set and Rotten Tomatoes.
 
 Each run is `python train.py data=... seed=... model.attention_dropout=... trainer.precision=...`
 in a fresh process (the default model and trainer otherwise), run one after another; the table
-gives test accuracy (the best checkpoint), best validation accuracy and the run's wall time,
+gives test accuracy (the best checkpoint), best validation accuracy (both read from the run's
+metrics.csv) and the run's wall time,
 then the mean over seeds per setting. Rotten Tomatoes is read from ../shared/data (skipped when
 absent). Prints tables and writes benchmarks/results/accuracy.json.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 
 from common import RESULTS, ROOT, machine, table, write_json
+
+from transformer_attention.metrics_file import final_metrics
 
 DATA = ROOT.parent / "shared" / "data"
 DATASETS = {"toy": ["data=toy"], "rotten_tomatoes": ["data=rotten_tomatoes", f"data.path={DATA / 'rotten_tomatoes'}"]}
@@ -43,10 +45,10 @@ def run(overrides: list[str]) -> dict:
         start = time.perf_counter()
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
-    block = proc.stdout.split("final metrics", 1)[1]
-    metrics = {k: float(v) for k, v in re.findall(r"^\s+(\S+)\s+([-\d.eE+]+)$", block, flags=re.M)}
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+        (run_dir,) = Path(tmp).glob("train/runs/*")
+        metrics = final_metrics(run_dir)  # the run's metrics.csv
     return {"test_acc": metrics["test/acc"], "val_acc_best": metrics["val/acc_best"], "wall_s": wall}
 
 

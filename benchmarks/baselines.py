@@ -4,7 +4,7 @@
         [--runs rotten_tomatoes=outputs/train/multiruns/<time> imdb=outputs/train/runs/<time> ...]
 
 Prints a table (dataset, features, validation and test accuracy, fit seconds) and writes JSON; with
-`--runs`, the transformer runs under each folder (their TensorBoard `test/acc`) are printed beside.
+`--runs`, the transformer runs under each folder (their `test/acc`, from metrics.csv) are printed beside.
 The regularisation strength C is picked on the validation split (carved from train with the
 same seed and fraction as the data module when the dataset has none), never on test.
 """
@@ -68,16 +68,16 @@ def run(name: str, splits: dict[str, pd.DataFrame], ngram: int) -> dict:
 
 
 def transformer_results(folder: Path) -> dict:
-    """test/acc and val/acc_best of every run under `folder` (a run, or a multirun's job folders)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    """test/acc and val/acc_best of every run under `folder` (a run, or a multirun's job folders), from
+    each run's metrics.csv."""
+    from transformer_attention.metrics_file import final_metrics
 
     accs, vals = [], []
-    for tb in sorted(folder.glob("**/tensorboard")):
-        ea = EventAccumulator(str(tb), size_guidance={"scalars": 0})
-        ea.Reload()
-        if "test/acc" in ea.Tags()["scalars"]:
-            accs.append(ea.Scalars("test/acc")[-1].value)
-            vals.append(ea.Scalars("val/acc_best")[-1].value)
+    for run in sorted({p.parents[2] for p in folder.glob("**/csv/version_*/metrics.csv")}):
+        final = final_metrics(run)
+        if "test/acc" in final:
+            accs.append(final["test/acc"])
+            vals.append(final["val/acc_best"])
     return {
         "runs": len(accs),
         "test_acc": accs,
