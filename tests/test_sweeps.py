@@ -262,6 +262,21 @@ def test_optuna_with_the_joblib_launcher_reports_from_the_worker_processes(tmp_p
     assert pids[0] != pids[1]  # each trial in its own worker process
 
 
+def test_hydra_discovers_the_sweeper_plugin_and_its_typed_settings():
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError
+
+    found = {f"{c.__module__}.{c.__name__}" for c in Plugins.instance().discover(Sweeper)}
+    assert "hydra_plugins.transformer_attention_sweeper.OptunaSweeper" in found
+    node = ConfigStore.instance().load("hydra/sweeper/transformer_attention_optuna.yaml").node
+    assert node._target_ == "hydra_plugins.transformer_attention_sweeper.OptunaSweeper" and node.n_trials == 20
+    with pytest.raises(ConfigKeyError):
+        OmegaConf.merge(node, {"n_trial": 3})  # a misspelt setting fails when Hydra composes the config
+
+
 def test_search_space_from_overrides():
     space, fixed = search_space(
         [
