@@ -179,7 +179,9 @@ def test_predict_entry_from_a_checkpoint_alone(trained, tmp_path: Path):
         assert r["probabilities"] == pytest.approx(p.probabilities, abs=1e-6)
         (png,) = r["attention_png"]  # TINY: one layer
         assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(list((run_dir / "attention").glob("*.png"))) == len(SENTENCES)
+        assert Path(r["rollout_png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(list((run_dir / "attention").glob("*_layer*.png"))) == len(SENTENCES)
+    assert len(list((run_dir / "attention").glob("*_rollout.png"))) == len(SENTENCES)
 
 
 @pytest.mark.slow

@@ -115,7 +115,7 @@ def _write(pixels: np.ndarray, texts: Sequence[tuple[tuple[float, float], str]],
 
 
 def _title_lines(title: str | None, width_px: float) -> list[str]:
-    return textwrap.wrap(title or "", width=max(10, int((width_px - 8) / (0.6 * TITLE_PX))))
+    return textwrap.wrap(title or "", width=max(10, int((width_px - 8) / (0.56 * TITLE_PX))))
 
 
 def _header_px(title: str | None, width_px: float, status: bool) -> int:

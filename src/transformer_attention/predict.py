@@ -152,6 +152,18 @@ def save_attention_pngs(pred: Prediction, folder: Path, index: int) -> list[Path
     ]
 
 
+def save_rollout_png(pred: Prediction, folder: Path, index: int, pooling: str = "cls") -> Path:
+    """The attention rollout of one prediction (each token's share in the pooled vector, through all layers):
+    `<folder>/<index>_rollout.png`."""
+    from .plotting import plot_rollout
+
+    path = folder / f"{index:04d}_rollout.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    title = f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {pred.text[:80]} \u00b7 attention rollout"
+    plot_rollout(pred.tokens, pred.attentions, title, pooling=pooling).savefig(path, format="png")
+    return path
+
+
 def save_attention_page(pred: Prediction, folder: Path, index: int) -> Path:
     """The interactive attention view of one prediction (every layer, head and the rollout): `<folder>/<index>.html`."""
     from .html_view import save_attention_html
@@ -199,6 +211,8 @@ def main(cfg: DictConfig) -> list[Prediction]:
             record = p.to_dict()
             if "png" in formats:
                 record["attention_png"] = [str(path) for path in save_attention_pngs(p, run / "attention", i)]
+                pooling = module.hparams.get("pooling", "cls")
+                record["rollout_png"] = str(save_rollout_png(p, run / "attention", i, pooling=pooling))
             if "html" in formats:
                 record["attention_html"] = str(save_attention_page(p, run / "attention", i))
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
