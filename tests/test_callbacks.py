@@ -27,6 +27,8 @@ from transformer_attention.callbacks import (
     result_hparams,
 )
 from transformer_attention.data import ReviewDataModule
+from transformer_attention.html_view import read_attention_data
+from transformer_attention.inference import infer
 from transformer_attention.module import ClassifierModule
 from transformer_attention.plotting import attention_rollout, pooled_rollout, save_attention_png
 from transformer_attention.predict import predict
@@ -86,6 +88,7 @@ def tiny(tmp_path: Path, callbacks: list, max_epochs: int) -> tuple[ReviewDataMo
         label_names=dm.label_names,
     )
     trainer = L.Trainer(
+        default_root_dir=tmp_path,
         max_epochs=max_epochs,
         accelerator="cpu",
         logger=TensorBoardLogger(tmp_path, name=None, version=""),
@@ -154,6 +157,18 @@ def test_examples_mix_classes_and_lengths(fitted):
     lengths = {len(ids) for name, ids, _, _ in maps.examples if name.startswith("example_")}
     assert set(labels) == {0, 1} and len(lengths) > 1
     assert maps.examples[-1][2] is None  # a text of your own has no true label
+
+
+def test_interactive_views_written_at_fit_end(fitted):
+    """One offline page per example in <run>/attention/, holding the attention of the last logged step."""
+    pages = sorted(p.name for p in (fitted.log_dir / "attention").glob("*.html"))
+    assert pages == ["example_0.html", "example_1.html", "example_2.html", "text_0.html"]
+    name, ids, _, _ = fitted.maps.examples[-1]
+    data = read_attention_data((fitted.log_dir / "attention" / f"{name}.html").read_text(encoding="utf-8"))
+    (row,) = infer(fitted.module, [ids], pad_id=fitted.dm.pad_id, need_weights=True)  # the trained model
+    assert data["tokens"] == [fitted.dm.tokenizer.id_to_token(int(t)) for t in ids]
+    for layer, weights in enumerate(row.attentions):
+        np.testing.assert_allclose(np.array(data["layers"][layer]), weights.numpy(), atol=1e-4)
 
 
 def test_log_maps_restores_modes_exactly(fitted):

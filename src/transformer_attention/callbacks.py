@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -146,6 +147,7 @@ class AttentionMapLogger(Callback):
         split: str = "validation",
         mean: bool = True,
         rollout: bool = True,
+        html: bool = True,
         tag: str = "attention",
     ) -> None:
         self.texts = list(texts or [])
@@ -159,7 +161,9 @@ class AttentionMapLogger(Callback):
         if max_tokens < 1:
             raise ValueError(f"max_tokens={max_tokens}: must be >= 1")
         self.num_examples, self.every_n_epochs, self.max_tokens = num_examples, every_n_epochs, max_tokens
-        self.split, self.mean, self.rollout, self.tag = split, mean, rollout, tag
+        self.split, self.mean, self.rollout, self.html, self.tag = split, mean, rollout, html, tag
+        self.pages: list[Path] = []  # the interactive views written at the end of fit
+        self._last: list[tuple[str, list[str], list, str]] = []  # (name, tokens, attentions, caption) last logged
         self.examples: list[tuple[str, list[int], int | None, str]] = []  # (name, token ids, true label, text)
         self.figures: dict[str, tuple[AttentionGrid, RolloutBars | None]] = {}  # drawn once per example
         self.validations = 0  # validation epochs run, sanity check excluded
@@ -201,6 +205,8 @@ class AttentionMapLogger(Callback):
         if self.validations and self.last_logged_step != trainer.global_step:
             self.log_maps(trainer, pl_module)
         self._close()
+        if self.html and self._last and trainer.is_global_zero:
+            self.write_pages(Path(trainer.default_root_dir) / "attention")
         if self.cost["logs"]:
             log.info(
                 "attention maps: %d images at %d steps, %.2f s on the training thread, %.2f s writing (its own thread)",
@@ -241,6 +247,7 @@ class AttentionMapLogger(Callback):
         pooling = pl_module.hparams.get("pooling", "cls")
         step = trainer.global_step
         table = ["| tag | text | true label | prediction (p) |", "|---|---|---|---|"]
+        self._last = []
         for (example, ids, label, text), row in zip(self.examples, rows, strict=True):
             n = min(len(ids), self.max_tokens)
             tokens = [dm.tokenizer.id_to_token(int(t)) for t in ids[:n]]
@@ -254,6 +261,7 @@ class AttentionMapLogger(Callback):
             description = f"{example}: \u201c{text}\u201d (true label: {truth}; {said} at step {step})"
             table.append(f"| {example} | {_cell(text)} | {_cell(truth)} | {_cell(said[6:])} |")
             layers = row.attentions  # each (H, T, T), T = len(ids)
+            self._last.append((example, [dm.tokenizer.id_to_token(int(t)) for t in ids], layers, description))
             grid, bars = self._figures(example, tokens, heads=layers[0].shape[0], title=title)
             for layer, weights in enumerate(layers):
                 maps = weights[:, :n, :n].numpy()  # (H, n, n)
@@ -273,6 +281,18 @@ class AttentionMapLogger(Callback):
         self.cost["logs"] += 1
         self.cost["images"] += len(self.examples) * (len(rows[0].attentions) + (1 if self.rollout else 0))
         self.cost["seconds"] += time.perf_counter() - start
+
+    def write_pages(self, folder: Path) -> list[Path]:
+        """The interactive attention view (`html_view`: hover a token, pick a layer and heads, the rollout) of
+        each example as last logged: `<folder>/<example>.html`, self-contained, opens offline."""
+        from .html_view import save_attention_html
+
+        self.pages = [
+            save_attention_html(folder / f"{name}.html", tokens, layers, title=name, caption=caption)
+            for name, tokens, layers, caption in self._last
+        ]
+        log.info("attention maps: interactive views of the %d examples in %s", len(self.pages), folder)
+        return self.pages
 
     def _send(self, writers: list[Any], tag: str, image: np.ndarray, step: int, description: str) -> None:
         """Encode and write `image` on the writer thread (during fit; at most `MAX_PENDING` images wait, the
