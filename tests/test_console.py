@@ -7,6 +7,7 @@ import logging
 import re
 from collections import Counter
 
+import lightning.pytorch  # noqa: F401  (its handlers exist before the test looks)
 from conftest import TINY, run_dirs, run_entry
 
 from transformer_attention.console import DropTips, quiet_console
