@@ -17,7 +17,6 @@ settings that differ between runs come first, the runs' metric series are the co
 
 from __future__ import annotations
 
-import io
 import logging
 import re
 import time
@@ -32,11 +31,7 @@ import numpy as np
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
-from PIL import Image
-from tensorboard.compat.proto.summary_pb2 import Summary
-from tensorboard.plugins.image.metadata import create_summary_metadata
 from torch.utils.tensorboard.summary import hparams
-from torch.utils.tensorboard.writer import FileWriter
 from torchmetrics import MetricCollection
 from torchmetrics.classification import (
     MulticlassConfusionMatrix,
@@ -46,6 +41,7 @@ from torchmetrics.classification import (
 )
 
 from .data.tokenizer import encode
+from .image_sinks import image_loggers, log_image, log_text
 from .inference import infer
 from .plotting import (
     MAX_TOKENS,
@@ -60,11 +56,9 @@ from .plotting import (
 log = logging.getLogger(__name__)
 
 
-def _tensorboards(trainer: L.Trainer) -> list[Any]:
-    """The SummaryWriters of the trainer's TensorBoard loggers (none on ranks other than 0)."""
-    if not trainer.is_global_zero:
-        return []
-    return [lg.experiment for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)]
+def _image_loggers(trainer: L.Trainer) -> list[Logger]:
+    """The trainer's loggers that take images (TensorBoard, MLflow, W&B; none on ranks other than 0)."""
+    return image_loggers(trainer.loggers) if trainer.is_global_zero else []
 
 
 def _label_names(trainer: L.Trainer, pl_module: L.LightningModule, num_classes: int) -> list[str]:
@@ -88,25 +82,6 @@ def pick_examples(labels: Sequence[int], lengths: Sequence[int], k: int) -> list
     }
     rounds = max(counts.values(), default=0)
     return [picks[c][j] for j in range(rounds) for c in classes if j < counts[c]]
-
-
-def add_image(writer: Any, tag: str, image: np.ndarray, step: int, description: str = "") -> None:
-    """Write an (H, W, 3) uint8 image to a SummaryWriter with a description (TensorBoard shows it under the
-    card's title). Encoded here rather than by `add_image`, which resamples every image (LANCZOS, even at
-    scale 1) and cannot carry a description; zlib level 1: the PNG is as exact and several times faster."""
-    buffer = io.BytesIO()
-    Image.fromarray(image).save(buffer, format="PNG", compress_level=1)
-    height, width, channels = image.shape
-    png = Summary.Image(height=height, width=width, colorspace=channels, encoded_image_string=buffer.getvalue())
-    value = Summary.Value(
-        tag=tag, image=png, metadata=create_summary_metadata(display_name=tag, description=description)
-    )
-    if writer.file_writer is not None:
-        writer.file_writer.add_summary(Summary(value=[value]), global_step=step)
-    else:  # the logger was closed (after fit): a file of its own beside the run's
-        late = FileWriter(writer.log_dir)
-        late.add_summary(Summary(value=[value]), global_step=step)
-        late.close()
 
 
 def _cell(text: str) -> str:
@@ -177,8 +152,8 @@ class AttentionMapLogger(Callback):
         if getattr(dm, "tokenizer", None) is None:
             log.warning("AttentionMapLogger: the datamodule has no tokenizer; no attention maps")
             return
-        if not any(isinstance(lg, TensorBoardLogger) for lg in trainer.loggers):
-            log.warning("AttentionMapLogger: no TensorBoard logger; no attention maps")
+        if not image_loggers(trainer.loggers):
+            log.warning("AttentionMapLogger: no logger that takes images (TensorBoard, MLflow, W&B); no attention maps")
             return
         data = getattr(dm, "splits", {}).get(self.split)
         picked = pick_examples(data.labels, [len(ids) for ids in data.ids], self.num_examples) if data else []
@@ -237,7 +212,7 @@ class AttentionMapLogger(Callback):
     def log_maps(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Run the model on the chosen examples (`infer`: eval mode, no gradients) and log every layer's
         map of each, its rollout and the table of examples."""
-        writers = _tensorboards(trainer)
+        writers = _image_loggers(trainer)
         if not self.examples or not writers:
             return
         start = time.perf_counter()
@@ -275,8 +250,7 @@ class AttentionMapLogger(Callback):
                 what = "[CLS]" if pooling == "cls" else "the mean of the tokens"
                 image = bars.render(shares, f"what {what} reads through {len(layers)} layers \u00b7 step {step}")
                 self._send(writers, f"{self.tag}/{example}/rollout", image, step, description)
-        for writer in writers:
-            writer.add_text(f"{self.tag}/examples", "\n".join(table), global_step=step)
+        log_text(writers, f"{self.tag}/examples", "\n".join(table), step)
         self.last_logged_step = step
         self.cost["logs"] += 1
         self.cost["images"] += len(self.examples) * (len(rows[0].attentions) + (1 if self.rollout else 0))
@@ -294,17 +268,15 @@ class AttentionMapLogger(Callback):
         log.info("attention maps: interactive views of the %d examples in %s", len(self.pages), folder)
         return self.pages
 
-    def _send(self, writers: list[Any], tag: str, image: np.ndarray, step: int, description: str) -> None:
-        """Encode and write `image` on the writer thread (during fit; at most `MAX_PENDING` images wait, the
-        training thread waits beyond that: nothing is dropped), else here."""
+    def _send(self, loggers: list[Logger], tag: str, image: np.ndarray, step: int, description: str) -> None:
+        """Encode and write `image` to the loggers on the writer thread (during fit; at most `MAX_PENDING`
+        images wait, the training thread waits beyond that: nothing is dropped), else here."""
         if self._pool is None:
-            for writer in writers:
-                self.cost["writing_seconds"] += _timed(add_image, writer, tag, image, step, description)
+            self.cost["writing_seconds"] += _timed(log_image, loggers, tag, image, step, description)
             return
         while len(self._pending) >= self.MAX_PENDING:
             self.cost["writing_seconds"] += self._pending.popleft().result()
-        for writer in writers:
-            self._pending.append(self._pool.submit(_timed, add_image, writer, tag, image, step, description))
+        self._pending.append(self._pool.submit(_timed, log_image, loggers, tag, image, step, description))
 
     def wait(self) -> None:
         """Block until every image handed to the writer thread is written (errors are raised here)."""
@@ -367,9 +339,9 @@ class ClassificationReport(Callback):
             scores = " | ".join(f"{result[m][c]:.4f}" for m in ("precision", "recall", "f1"))
             rows.append(f"| {name} | {scores} | {int(result['confusion'][c].sum())} |")
         image = figure_to_array(plot_confusion_matrix(result["confusion"], names, f"{self.prefix}: confusion matrix"))
-        for w in _tensorboards(trainer):
-            w.add_image(f"{self.prefix}/confusion_matrix", image, global_step=trainer.global_step, dataformats="HWC")
-            w.add_text(f"{self.prefix}/report", "\n".join(rows), global_step=trainer.global_step)
+        loggers = _image_loggers(trainer)
+        log_image(loggers, f"{self.prefix}/confusion_matrix", image, trainer.global_step)
+        log_text(loggers, f"{self.prefix}/report", "\n".join(rows), trainer.global_step)
         self.metrics = None
 
 
