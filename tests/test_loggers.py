@@ -77,7 +77,9 @@ def test_log_image_and_text_reach_tensorboard_and_mlflow(tmp_path: Path):
     from lightning.pytorch.loggers import MLFlowLogger
 
     tb = TensorBoardLogger(tmp_path / "tb", name=None, version="")
-    ml = MLFlowLogger(experiment_name="sinks", tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    ml = MLFlowLogger(
+        experiment_name="sinks", tracking_uri=f"sqlite:///{tmp_path}/mlflow.db", artifact_location=str(tmp_path / "art")
+    )
     csv_logger = CSVLogger(tmp_path / "csv", name=None, version="")
     loggers = [tb, ml, csv_logger]
     assert image_loggers(loggers) == [tb, ml]
