@@ -18,6 +18,7 @@ from conftest import ROOT, TINY, entry_env, run_entry
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from transformer_attention import metrics_file
 from transformer_attention.sweeps import (
     SweepError,
     check_overrides,
@@ -42,6 +43,12 @@ def tiny(*drop: str) -> list[str]:
 
 def sweep_dirs(log_dir: Path) -> list[Path]:
     return sorted((log_dir / "train" / "multiruns").iterdir())
+
+
+def job_dir(sweep: Path, number: int) -> Path:
+    """Job `number`'s folder of a grid sweep: `<number>_<its overrides>` (conf/hydra/default.yaml)."""
+    (found,) = [p for p in sweep.iterdir() if p.is_dir() and p.name.split("_", 1)[0] == str(number)]
+    return found
 
 
 def job_config(job: Path) -> dict:
@@ -71,8 +78,11 @@ def test_grid_multirun_gives_every_job_its_own_folder(tmp_path: Path):
         "tags=[grid]",
     )
     (sweep,) = sweep_dirs(tmp_path)
-    jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
-    assert [j.name for j in jobs] == ["0", "1", "2", "3"]
+    jobs = [job_dir(sweep, n) for n in range(4)]
+    assert len([p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith(".")]) == 4
+    for job in jobs:  # the folder says what the job varied: <number>_model.num_heads=..,model.num_layers=..
+        model = job_config(job)["model"]
+        assert f"model.num_heads={model['num_heads']},model.num_layers={model['num_layers']}" in job.name
     combos = set()
     for job in jobs:
         assert_complete_job(job)
@@ -104,7 +114,7 @@ def test_two_launches_at_once_never_share_a_folder(tmp_path: Path):
         assert p.wait(timeout=300) == 0, p.stderr.read().decode()[-3000:]
     sweeps = sweep_dirs(tmp_path)
     assert len(sweeps) == 2
-    assert all((s / "0" / ".hydra" / "config.yaml").is_file() for s in sweeps)
+    assert all((job_dir(s, 0) / ".hydra" / "config.yaml").is_file() for s in sweeps)
 
 
 # ---- Optuna -----------------------------------------------------------------------------------
@@ -326,7 +336,7 @@ def test_joblib_launcher_runs_two_jobs_in_parallel_processes(tmp_path: Path):
         f"paths.log_dir={tmp_path}",
     )
     (sweep,) = sweep_dirs(tmp_path)
-    jobs = [sweep / "0", sweep / "1"]
+    jobs = [job_dir(sweep, 0), job_dir(sweep, 1)]
     for job in jobs:
         assert_complete_job(job)
     pids = [{p.name.split(".")[-2] for p in (job / "tensorboard").glob("events.out.tfevents.*")} for job in jobs]
@@ -347,8 +357,8 @@ def test_submitit_local_launcher_runs_a_job(tmp_path: Path):
         f"paths.log_dir={tmp_path}",
     )
     (sweep,) = sweep_dirs(tmp_path)
-    assert_complete_job(sweep / "0")
-    assert job_config(sweep / "0")["seed"] == 7
+    assert_complete_job(job_dir(sweep, 0))
+    assert job_config(job_dir(sweep, 0))["seed"] == 7
 
 
 # ---- DDP on CPU ---------------------------------------------------------------------------------
@@ -396,5 +406,7 @@ def test_ddp_cpu_in_a_multirun_spawns_its_ranks(tmp_path: Path):
     proc = run_entry("train.py", "-m", "trainer=ddp_cpu", "seed=3", *tiny(), f"paths.log_dir={tmp_path}", timeout=300)
     assert "MEMBER: 2/2" in proc.stdout + proc.stderr
     (sweep,) = sweep_dirs(tmp_path)
-    assert_complete_job(sweep / "0")
-    assert "start_method: spawn" in (sweep / "0" / "config_tree.log").read_text()
+    assert_complete_job(job_dir(sweep, 0))
+    assert "start_method: spawn" in (job_dir(sweep, 0) / "config_tree.log").read_text()
+    logged = metrics_file.final_metrics(job_dir(sweep, 0))  # fit and test, each spawned, in one metrics.csv
+    assert {"val/acc", "train/loss_epoch", "test/acc"} <= set(logged)

@@ -33,3 +33,18 @@ def final_metrics(run_dir: str | Path) -> dict[str, float]:
     if not final:
         raise FileNotFoundError(f"no metrics in {run_dir}/csv/version_*/metrics.csv: was logger.csv switched off?")
     return final
+
+
+def continue_header(logger: object) -> None:
+    """Make a CSVLogger's writer continue the header of the `metrics.csv` it appends to. Lightning's writer
+    knows only the columns it wrote itself; in a process of its own (`ddp_spawn`: fit and test each spawn
+    their ranks from the parent's pickled logger) it meets a file written by another process and rewrites
+    it with too few columns (`ValueError: dict contains fields not in fieldnames`). Call it in the parent
+    before each spawned stage."""
+    path = Path(logger.experiment.metrics_file_path)
+    if path.is_file():
+        with path.open(newline="") as f:
+            header = next(csv.reader(f), [])
+        keys = logger.experiment.metrics_keys
+        keys.extend(k for k in header if k not in keys)
+        keys.sort()

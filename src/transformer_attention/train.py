@@ -12,7 +12,7 @@ from typing import Any
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
-from lightning.pytorch.loggers import Logger, TensorBoardLogger
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from .callbacks import log_hyperparameters
 from .checkpoint import AtomicCheckpointIO, check_resume, load_checkpoint, resumed_in_place
 from .errors import ConfigError, printable
+from .metrics_file import continue_header
 from .runs import in_sweep, print_config_tree
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         if not best:
             log.warning("no best checkpoint: testing the weights as they are at the end of training")
+        for lg in trainer.loggers:
+            if isinstance(lg, CSVLogger):
+                continue_header(lg)  # a spawned test stage appends to the file the fit stage wrote
         trainer.test(model, datamodule=datamodule, ckpt_path=best or None)
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items()})
     return metrics
