@@ -130,3 +130,23 @@ def test_log_image_reaches_wandb_offline(tmp_path: Path, monkeypatch: pytest.Mon
     wb.experiment.finish()
     (png,) = (run_dir / "files" / "media" / "images" / "attention" / "example_0").glob("layer_1_*.png")
     np.testing.assert_array_equal(np.asarray(Image.open(png).convert("RGB")), picture())
+
+
+def test_tensorboard_images_round_trip_with_their_description(tmp_path: Path):
+    """What `log_image` writes to TensorBoard decodes (Pillow) to the very pixels, also odd sizes, and carries
+    its description; after the logger is closed it still writes (a file of its own)."""
+    tb = TensorBoardLogger(tmp_path, name=None, version="")
+    rng = np.random.default_rng(0)
+    images = {"a": picture(), "b": rng.integers(0, 256, size=(7, 5, 3), dtype=np.uint8)}
+    for step, (tag, image) in enumerate(images.items()):
+        log_image([tb], tag, image, step=step, description=f"the {tag} picture")
+    tb.finalize("success")
+    log_image([tb], "late", images["b"], step=9)  # the writer is closed: a file of its own
+    acc = EventAccumulator(str(tmp_path), size_guidance={"images": 0})
+    acc.Reload()
+    for tag, image in images.items():
+        (event,) = acc.Images(tag)
+        np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(event.encoded_image_string))), image)
+        assert acc.SummaryMetadata(tag).summary_description == f"the {tag} picture"
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
+    assert [e.step for e in acc.Images("late")] == [9]

@@ -6,13 +6,13 @@ alone."""
 
 from __future__ import annotations
 
-import io
+import struct
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
 from lightning.pytorch.loggers import Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
-from PIL import Image
 from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.image.metadata import create_summary_metadata
 from torch.utils.tensorboard import SummaryWriter
@@ -24,14 +24,32 @@ def image_loggers(loggers: Sequence[Logger]) -> list[Logger]:
     return [lg for lg in loggers if isinstance(lg, TensorBoardLogger | MLFlowLogger | WandbLogger)]
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_bytes(image: np.ndarray) -> bytes:
+    """An (H, W, 3) uint8 image as PNG bytes: rows unfiltered, deflated by zlib at level 1. Three times faster
+    than Pillow's encoder, which spends most of its time choosing a filter for each row; these images (flat
+    colours and text) come out about as small without one. Any PNG reader decodes them (tests use Pillow)."""
+    height, width, _ = image.shape
+    rows = np.zeros((height, 1 + 3 * width), dtype=np.uint8)  # a filter byte (0: none), then the row's pixels
+    rows[:, 1:] = image.reshape(height, 3 * width)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits, RGB, deflate, no filter, no interlace
+    return (
+        PNG_SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + chunk(b"IEND", b"")
+    )
+
+
 def add_tensorboard_image(writer: SummaryWriter, tag: str, image: np.ndarray, step: int, description: str = "") -> None:
     """Write an (H, W, 3) uint8 image to a SummaryWriter with a description (TensorBoard shows it under the
-    card's title). Encoded here rather than by `add_image`, which resamples every image (LANCZOS, even at
-    scale 1) and cannot carry a description; zlib level 1: the PNG is as exact and several times faster."""
-    buffer = io.BytesIO()
-    Image.fromarray(image).save(buffer, format="PNG", compress_level=1)
+    card's title). Encoded here (`png_bytes`) rather than by `add_image`, which resamples every image
+    (LANCZOS, even at scale 1) and cannot carry a description."""
     height, width, channels = image.shape
-    png = Summary.Image(height=height, width=width, colorspace=channels, encoded_image_string=buffer.getvalue())
+    png = Summary.Image(height=height, width=width, colorspace=channels, encoded_image_string=png_bytes(image))
     metadata = create_summary_metadata(display_name=tag, description=description)
     summary = Summary(value=[Summary.Value(tag=tag, image=png, metadata=metadata)])
     if writer.file_writer is not None:

@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from matplotlib import colormaps, font_manager
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from PIL import Image, ImageDraw, ImageFont
 
 CMAP = "viridis"  # perceptually uniform, brightness rises with the value
@@ -79,8 +79,9 @@ class _Frame:
     """A figure whose static part (labels, titles, colour bar) is drawn once, without the `hidden` artists;
     `pixels()` returns a copy of those RGB pixels for a caller to write cells (arrays) and texts (`text`) into."""
 
-    def __init__(self, fig: Figure, hidden: Sequence) -> None:
+    def __init__(self, fig: Figure, hidden: Sequence, copies: Sequence[tuple[tuple, tuple]] = ()) -> None:
         self.fig, self.hidden = fig, list(hidden)  # artists left out of the static frame
+        self.copies = list(copies)  # (source, target) pixel boxes (top, left, height, width), copied after drawing
         self.canvas = FigureCanvasAgg(fig)  # attach an Agg canvas: drawing works without pyplot
         self.static: np.ndarray | None = None
 
@@ -91,6 +92,8 @@ class _Frame:
                 artist.set_visible(False)
             self.canvas.draw()
             self.static = np.asarray(self.canvas.buffer_rgba())[..., :3].copy()  # (H, W, 3)
+            for (top, left, h, w), (to_top, to_left, _, _) in self.copies:  # hidden labels: the same pixels
+                self.static[to_top : to_top + h, to_left : to_left + w] = self.static[top : top + h, left : left + w]
             for artist, was in zip(self.hidden, visible, strict=True):
                 artist.set_visible(was)
         return self.static.copy()
@@ -142,13 +145,17 @@ BAR_PX = 46  # the colour bar strip at the bottom of every attention image
 
 
 def _colorbar(fig: Figure, label: str) -> None:
-    """A horizontal 0-1 colour bar in the strip at the bottom of `fig`."""
-    H = fig.get_figheight() * DPI
-    cax = fig.add_axes((0.1, 24 / H, 0.8, 9 / H))
-    bar = fig.colorbar(ScalarMappable(norm=NORM, cmap=CMAP), cax=cax, orientation="horizontal")
-    bar.set_ticks([0, 0.25, 0.5, 0.75, 1.0])
-    bar.ax.tick_params(labelsize=FONT_PX - 1, length=2, pad=1)
-    bar.set_label(label, fontsize=FONT_PX, labelpad=1)
+    """A horizontal 0-1 colour bar in the strip at the bottom of `fig`: the colours as an image (`figimage`,
+    one pixel column per step), ticks and labels as lines and texts (no axes: a tenth of the drawing time)."""
+    W, H = fig.get_figwidth() * DPI, fig.get_figheight() * DPI
+    left, width, top = int(0.1 * W), int(0.8 * W), int(H) - 33  # bar: 9 px high, its top 33 px above the bottom
+    ramp = colors(np.linspace(0.0, 1.0, width))  # (width, 3)
+    fig.figimage(np.repeat(ramp[None], 9, axis=0), xo=left, yo=int(H) - top - 9, origin="upper")
+    for value in (0.0, 0.25, 0.5, 0.75, 1.0):
+        x = (left + value * (width - 1) + 0.5) / W
+        fig.add_artist(Line2D([x, x], [1 - (top + 9) / H, 1 - (top + 11) / H], color="black", linewidth=0.8))
+        fig.text(x, 1 - (top + 12) / H, f"{value:.2f}", fontsize=FONT_PX - 1, ha="center", va="top")
+    fig.text(0.5, 1 - (top + 22) / H, label, fontsize=FONT_PX, ha="center", va="top")
 
 
 @functools.lru_cache(maxsize=1)
@@ -200,16 +207,22 @@ class AttentionGrid:
         self.status, self.status_xy = _header(fig, title, status)
         self.axes, self.images, self.boxes = [], [], []  # boxes: (top, left) px of each panel's cells
         blank = np.zeros((n, n), dtype=np.float32)
+        copied, copies = [], []  # labels the static frame copies from the first panel's pixels, not draws
         for p in range(P):
             r, c = divmod(p, cols)
             left, top = 4 + margin + c * (side + GAP_PX), head + r * row_px + TITLE_PX + 6
+            if p:  # the same labels as panel 0's, at a whole number of pixels from them
+                top0, left0 = self.boxes[0]
+                copies.append(((top0 + side, left0 - 2, margin, side + 4), (top + side, left - 2, margin, side + 4)))
+                if c == 0:
+                    copies.append(((top0 - 2, 0, side + 4, left0 - 1), (top - 2, 0, side + 4, left - 1)))
             ax = fig.add_axes((left / W, 1 - (top + side) / H, side / W, side / H))
             image = ax.imshow(blank, cmap=CMAP, norm=NORM, interpolation="nearest", aspect="auto", resample=False)
             ax.set_axis_off()  # labels as plain texts below: no tick machinery, a fraction of the drawing time
             fig.text((left + side / 2) / W, 1 - (top - 3) / H, panel_titles[p], fontsize=TITLE_PX, ha="center")
             for i, label in enumerate(labels):
                 centre = (i + 0.5) * cell
-                fig.text(  # key i under the panel
+                key = fig.text(  # key i under the panel
                     (left + centre) / W,
                     1 - (top + side + 3) / H,
                     label,
@@ -218,13 +231,22 @@ class AttentionGrid:
                     ha="center",
                     va="top",
                 )
+                copied += [key] if p else []
                 if c == 0:  # query i left of the row
-                    fig.text((left - 3) / W, 1 - (top + centre) / H, label, fontsize=FONT_PX, ha="right", va="center")
+                    query = fig.text(
+                        (left - 3) / W, 1 - (top + centre) / H, label, fontsize=FONT_PX, ha="right", va="center"
+                    )
+                    copied += [query] if p else []
             self.axes.append(ax)
             self.images.append(image)
             self.boxes.append((top, left))
         _colorbar(fig, "attention weight (0 to 1, the same scale in every image)")
-        self._frame = _Frame(fig, hidden=[*self.images, *([self.status] if self.status is not None else [])])
+        hidden = [*self.images, *([self.status] if self.status is not None else []), *copied]
+        self._frame = _Frame(fig, hidden=hidden, copies=copies)
+
+    def prepare(self) -> None:
+        """Draw the static part now (else the first `render` does)."""
+        self._frame.pixels()
 
     def _check(self, maps: np.ndarray | torch.Tensor) -> np.ndarray:
         m = _as_numpy(maps)
@@ -284,18 +306,24 @@ class RolloutBars:
         for i, label in enumerate(labels):  # token labels as plain texts: no tick machinery
             y = self.top + (i + 0.5) * self.ROW_PX
             fig.text((margin - 4) / W, 1 - y / H, label, fontsize=FONT_PX, ha="right", va="center")
-        ax.tick_params(axis="x", labelsize=FONT_PX - 1, length=2)
-        ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
-        ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-        ax.set_axisbelow(True)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
+        ax.set_axis_off()  # the 0-1 axis as plain lines and texts: no tick machinery
+        bottom = 1 - (self.top + self.height) / H
+        for value in (0.0, 0.25, 0.5, 0.75, 1.0):
+            x = (margin + value * self.width) / W
+            colour = "black" if value == 0 else "#dddddd"
+            fig.add_artist(Line2D([x, x], [bottom, 1 - self.top / H], color=colour, linewidth=0.8, zorder=0))
+            fig.text(x, bottom - 3 / H, f"{value:.2f}", fontsize=FONT_PX - 1, ha="center", va="top")
+        fig.add_artist(Line2D([margin / W, (margin + self.width) / W], [bottom, bottom], color="black", linewidth=0.8))
         self.ax = ax
         self.bars = list(ax.barh(range(n), np.zeros(n), height=0.75, color=colormaps[CMAP](0.0)))
         self.values = [ax.text(0, i, "", va="center", ha="left", fontsize=FONT_PX - 1) for i in range(n)]
         _colorbar(fig, "share of the pooled vector (0 to 1)")
         texts = [*self.values, *([self.status] if self.status is not None else [])]
         self._frame = _Frame(fig, hidden=[*self.bars, *texts])
+
+    def prepare(self) -> None:
+        """Draw the static part now (else the first `render` does)."""
+        self._frame.pixels()
 
     def _check(self, shares: np.ndarray | torch.Tensor) -> np.ndarray:
         s = _as_numpy(shares)
