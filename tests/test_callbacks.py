@@ -114,9 +114,11 @@ class Fitted(NamedTuple):
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory) -> Fitted:
-    """2 epochs, maps every 2nd validation epoch: validation 0 is logged, then the end of fit."""
+    """2 epochs, maps every 2nd validation epoch: validation 0 is logged, then the end of fit; the images are
+    drawn and written on the callback's own thread (the default run draws them on the training thread, as
+    test_tensorboard.py's sweep does)."""
     tmp = tmp_path_factory.mktemp("fit")
-    maps = AttentionMapLogger(num_examples=3, every_n_epochs=2, texts=["the plot is not good"])
+    maps = AttentionMapLogger(num_examples=3, every_n_epochs=2, texts=["the plot is not good"], background=True)
     dm, module, trainer = tiny(tmp, [maps, ClassificationReport()], max_epochs=2)
     calls = []
     forward = module.forward

@@ -95,6 +95,12 @@ def _timed(fn: Callable[..., Any], *args: Any) -> float:
     return time.perf_counter() - start
 
 
+def _render_and_log(
+    loggers: list[Logger], tag: str, step: int, description: str, render: Callable, args: tuple
+) -> None:
+    log_image(loggers, tag, render(*args), step, description)
+
+
 class AttentionMapLogger(Callback):
     """Every `every_n_epochs` validation epochs, logs each head's attention on fixed examples as
     TensorBoard images, and the attention rollout of each (tags in this module's docstring), at the
@@ -106,9 +112,11 @@ class AttentionMapLogger(Callback):
     skipped. The end of fit is logged too when the last validation was not, so the image slider
     always ends at the trained model.
 
-    Cheap by design: each example's figure (labels, titles, colour bar) is drawn once, then every
-    step only writes its cells (`AttentionGrid.render`); one image per layer holds all heads and
-    their mean (`mean=True`), on the one 0-1 colour scale.
+    Cheap by design: each example's figure (labels, titles, colour bar) is drawn once, at fit start,
+    then every step only writes its cells (`AttentionGrid.render`); one image per layer holds all heads
+    and their mean (`mean=True`), on the one 0-1 colour scale. With `background=True` the images are
+    drawn, encoded and written on a thread of their own (drained at the end of fit, nothing dropped):
+    that pays where cores are spare; on 2 busy cores it cost more CPU than it saved (benchmarks/maps.py).
     """
 
     MAX_PENDING = 64  # images waiting for the writer thread
@@ -123,6 +131,7 @@ class AttentionMapLogger(Callback):
         mean: bool = True,
         rollout: bool = True,
         html: bool = True,
+        background: bool = False,
         tag: str = "attention",
     ) -> None:
         self.texts = list(texts or [])
@@ -137,6 +146,7 @@ class AttentionMapLogger(Callback):
             raise ValueError(f"max_tokens={max_tokens}: must be >= 1")
         self.num_examples, self.every_n_epochs, self.max_tokens = num_examples, every_n_epochs, max_tokens
         self.split, self.mean, self.rollout, self.html, self.tag = split, mean, rollout, html, tag
+        self.background = background  # images drawn, encoded and written on a thread of their own
         self.pages: list[Path] = []  # the interactive views written at the end of fit
         self._last: list[tuple[str, list[str], list, str]] = []  # (name, tokens, attentions, caption) last logged
         self.examples: list[tuple[str, list[int], int | None, str]] = []  # (name, token ids, true label, text)
@@ -166,7 +176,7 @@ class AttentionMapLogger(Callback):
             (f"text_{j}", ids, None, text) for j, (ids, text) in enumerate(zip(own, self.texts, strict=True))
         ]
         self.figures = {}
-        if self.examples and self._pool is None:
+        if self.examples and self.background and self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-maps")
         heads = pl_module.hparams.get("num_heads")
         if self.examples and heads:  # drawn here, on the training thread: on the writer thread it ran 5x slower
@@ -252,23 +262,24 @@ class AttentionMapLogger(Callback):
             said = f"pred: {names[pred]} (p={row.probabilities[pred]:.2f})"
             truth = names[label] if label is not None else "-"
             title = self._title(example, ids, label, text, names)
-            description = f"{example}: \u201c{text}\u201d (true label: {truth}; {said} at step {step})"
+            description = f"{example}: \u201c{text}\u201d (true label: {truth})"  # the same at every step
             table.append(f"| {example} | {_cell(text)} | {_cell(truth)} | {_cell(said[6:])} |")
             layers = row.attentions  # each (H, T, T), T = len(ids)
-            self._last.append((example, [dm.tokenizer.id_to_token(int(t)) for t in ids], layers, description))
+            caption = f"{description}; {said} at step {step}"
+            self._last.append((example, [dm.tokenizer.id_to_token(int(t)) for t in ids], layers, caption))
             grid, bars = self._figures(example, tokens, heads=layers[0].shape[0], title=title)
             for layer, weights in enumerate(layers):
                 maps = weights[:, :n, :n].numpy()  # (H, n, n)
                 if self.mean:
                     maps = np.concatenate([maps, maps.mean(axis=0, keepdims=True)])  # (H + 1, n, n)
                 status = f"layer {layer} of {len(layers)} \u00b7 step {step} \u00b7 {said}"
-                image = grid.render(maps, status)  # (H, W, 3)
-                self._send(writers, f"{self.tag}/{example}/layer_{layer}", image, step, description)
+                tag = f"{self.tag}/{example}/layer_{layer}"
+                self._send(writers, tag, step, description, grid.render, maps, status)
             if bars is not None:
                 shares = pooled_rollout(attention_rollout(layers), pooling)[:n]  # (n,)
                 what = "[CLS]" if pooling == "cls" else "the mean of the tokens"
-                image = bars.render(shares, f"what {what} reads through {len(layers)} layers \u00b7 step {step}")
-                self._send(writers, f"{self.tag}/{example}/rollout", image, step, description)
+                status = f"what {what} reads through {len(layers)} layers \u00b7 step {step}"
+                self._send(writers, f"{self.tag}/{example}/rollout", step, description, bars.render, shares, status)
         log_text(writers, f"{self.tag}/examples", "\n".join(table), step)
         self.last_logged_step = step
         self.cost["logs"] += 1
@@ -287,15 +298,17 @@ class AttentionMapLogger(Callback):
         log.info("attention maps: interactive views of the %d examples in %s", len(self.pages), folder)
         return self.pages
 
-    def _send(self, loggers: list[Logger], tag: str, image: np.ndarray, step: int, description: str) -> None:
-        """Encode and write `image` to the loggers on the writer thread (during fit; at most `MAX_PENDING`
-        images wait, the training thread waits beyond that: nothing is dropped), else here."""
+    def _send(self, loggers: list[Logger], tag: str, step: int, description: str, render: Callable, *args: Any) -> None:
+        """`render(*args)` (an image's cells and texts into its ready-drawn figure: numpy and Pillow, which
+        release the GIL), encoded and written to the loggers, on the writer thread during fit (at most
+        `MAX_PENDING` images wait, the training thread waits beyond that: nothing is dropped), else here."""
         if self._pool is None:
-            self.cost["writing_seconds"] += _timed(log_image, loggers, tag, image, step, description)
+            self.cost["writing_seconds"] += _timed(_render_and_log, loggers, tag, step, description, render, args)
             return
         while len(self._pending) >= self.MAX_PENDING:
             self.cost["writing_seconds"] += self._pending.popleft().result()
-        self._pending.append(self._pool.submit(_timed, log_image, loggers, tag, image, step, description))
+        job = self._pool.submit(_timed, _render_and_log, loggers, tag, step, description, render, args)
+        self._pending.append(job)
 
     def wait(self) -> None:
         """Block until every image handed to the writer thread is written (errors are raised here)."""
