@@ -25,7 +25,7 @@ from pathlib import Path
 from common import ROOT, machine, write_json
 
 COST_LINE = re.compile(
-    r"attention maps: (\d+) images at (\d+) steps, ([\d.]+) s on the training thread, ([\d.]+) s on their own"
+    r"attention maps: (\d+) images at (\d+) steps, ([\d.]+) s on the training thread(?:, ([\d.]+) s on their own)?"
 )
 
 
@@ -46,7 +46,7 @@ def run(overrides: list[str]) -> dict:
         "wall_s": wall,
         "cpu_s": cpu,
         "maps_s": float(cost.group(3)) if cost else 0.0,  # what the training thread spent on the maps
-        "writing_s": float(cost.group(4)) if cost else 0.0,  # encoding and writing, on the callback's thread
+        "writing_s": float(cost.group(4) or 0) if cost else 0.0,  # encoding and writing, on the callback's thread
         "images": int(cost.group(1)) if cost else 0,
         "logs": int(cost.group(2)) if cost else 0,
         "test_acc": float(acc.group(1)) if acc else None,

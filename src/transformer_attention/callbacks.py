@@ -199,12 +199,11 @@ class AttentionMapLogger(Callback):
         if self.html and self._last and trainer.is_global_zero:
             self.write_pages(Path(trainer.default_root_dir) / "attention")
         if self.cost["logs"]:
+            cost = self.cost
+            own = f", {cost['writing_seconds']:.2f} s on their own thread" if self.background else ""
             log.info(
-                "attention maps: %d images at %d steps, %.2f s on the training thread, %.2f s on their own thread",
-                self.cost["images"],
-                self.cost["logs"],
-                self.cost["seconds"],
-                self.cost["writing_seconds"],
+                "attention maps: %d images at %d steps, %.2f s on the training thread%s",
+                *(cost["images"], cost["logs"], cost["seconds"], own),
             )
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
