@@ -145,12 +145,13 @@ BAR_PX = 46  # the colour bar strip at the bottom of every attention image
 
 
 def _colorbar(fig: Figure, label: str) -> None:
-    """A horizontal 0-1 colour bar in the strip at the bottom of `fig`: the colours as an image (`figimage`,
-    one pixel column per step), ticks and labels as lines and texts (no axes: a tenth of the drawing time)."""
+    """A horizontal 0-1 colour bar in the strip at the bottom of `fig`: the colours as an image (one pixel
+    column per step, in an axes without axis), ticks and labels as lines and texts (no tick machinery)."""
     W, H = fig.get_figwidth() * DPI, fig.get_figheight() * DPI
     left, width, top = int(0.1 * W), int(0.8 * W), int(H) - 33  # bar: 9 px high, its top 33 px above the bottom
-    ramp = colors(np.linspace(0.0, 1.0, width))  # (width, 3)
-    fig.figimage(np.repeat(ramp[None], 9, axis=0), xo=left, yo=int(H) - top - 9, origin="upper")
+    bar = fig.add_axes((left / W, 1 - (top + 9) / H, width / W, 9 / H))  # scales with the figure's dpi
+    bar.imshow(colors(np.linspace(0.0, 1.0, width))[None], aspect="auto", interpolation="nearest")  # (1, width, 3)
+    bar.set_axis_off()
     for value in (0.0, 0.25, 0.5, 0.75, 1.0):
         x = (left + value * (width - 1) + 0.5) / W
         fig.add_artist(Line2D([x, x], [1 - (top + 9) / H, 1 - (top + 11) / H], color="black", linewidth=0.8))
