@@ -132,7 +132,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         if not best:
             log.warning("no best checkpoint: testing the weights as they are at the end of training")
-        for lg in trainer.loggers:
+        for lg in trainer.loggers if trainer.is_global_zero else []:  # other ranks hold no writer
             if isinstance(lg, CSVLogger):
                 continue_header(lg)  # a spawned test stage appends to the file the fit stage wrote
         trainer.test(model, datamodule=datamodule, ckpt_path=best or None)
