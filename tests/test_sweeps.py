@@ -140,8 +140,8 @@ def test_optuna_sweep_of_three_trials_writes_the_best_parameters(tmp_path: Path)
     assert results["best_value"] == max(t.value for t in trials)
     for t in trials:
         assert t.params["model.d_model"] % t.params["model.num_heads"] == 0
-        assert_complete_job(folder / str(t.number))
-        assert job_config(folder / str(t.number))["model"]["d_model"] == t.params["model.d_model"]
+        assert_complete_job(job_dir(folder, t.number))
+        assert job_config(job_dir(folder, t.number))["model"]["d_model"] == t.params["model.d_model"]
 
 
 def test_optuna_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path: Path):
@@ -180,7 +180,8 @@ def test_optuna_sweep_killed_after_its_first_trial_resumes_with_the_next(tmp_pat
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 300
-    while not (folder / "1").exists():  # trial 0 is told, trial 1 has started: stop it like a preemption
+    while not (folder.exists() and any(p.name.split("_", 1)[0] == "1" for p in folder.iterdir())):
+        # trial 0 is told, trial 1 has started: stop it like a preemption
         assert first.poll() is None and time.monotonic() < deadline, "the first launch ended before trial 1"
         time.sleep(0.2)
     os.kill(first.pid, signal.SIGKILL)
@@ -192,11 +193,11 @@ def test_optuna_sweep_killed_after_its_first_trial_resumes_with_the_next(tmp_pat
     trials = load_study(tmp_path).trials
     assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
     assert trials_done(load_study(tmp_path)) == 3  # the configured number; the interrupted trial does not count
-    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["0", "1", "2", "3"]
+    assert sorted(p.name.split("_", 1)[0] for p in folder.iterdir() if p.is_dir()) == ["0", "1", "2", "3"]
     proposals = [tuple(t.params.values()) for t in trials]
     assert len(set(proposals)) == 4  # the reopened seeded sampler did not propose trials 0 and 1 again
     for t in (trials[0], trials[2], trials[3]):
-        assert_complete_job(folder / str(t.number))
+        assert_complete_job(job_dir(folder, t.number))
 
 
 def test_resume_helpers_on_a_stored_study(tmp_path: Path):
@@ -242,7 +243,7 @@ def test_pruning_stops_a_hopeless_trial_and_keeps_its_folder(tmp_path: Path):
     assert [t.params["model.optimizer.lr"] for t in trials] == lrs
     assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.PRUNED] * 2
     for t in trials:
-        job = folder / str(t.number)
+        job = job_dir(folder, t.number)
         assert (job / ".hydra" / "config.yaml").is_file() and list((job / "tensorboard").glob("events.*")), job
         pruned = t.state == TrialState.PRUNED
         assert sorted(t.intermediate_values) == ([0] if pruned else [0, 1])  # val/acc after each epoch it ran
@@ -266,9 +267,9 @@ def test_optuna_with_the_joblib_launcher_reports_from_the_worker_processes(tmp_p
     trials = load_study(tmp_path).trials
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
     for t in trials:
-        assert_complete_job(folder / str(t.number))
+        assert_complete_job(job_dir(folder, t.number))
         assert sorted(t.intermediate_values) == [0, 1]  # reported by the job's own process to its trial
-    pids = [{p.name.split(".")[-2] for p in (folder / str(n) / "tensorboard").glob("events.*")} for n in (0, 1)]
+    pids = [{p.name.split(".")[-2] for p in (job_dir(folder, n) / "tensorboard").glob("events.*")} for n in (0, 1)]
     assert pids[0] != pids[1]  # each trial in its own worker process
 
 
