@@ -310,10 +310,10 @@ def test_search_space_from_overrides():
     }
     assert fixed == ["data.batch_size=16", "model.dropout=0.1"]
     assert trial_overrides(fixed, {"model.activation": "a b", "model.optimizer.lr": 1e-07}) == (
-        "data.batch_size=16",
-        "model.dropout=0.1",
         "model.activation=a\\ b",
         "model.optimizer.lr=1e-07",
+        "data.batch_size=16",
+        "model.dropout=0.1",
     )
 
 

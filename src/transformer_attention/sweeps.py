@@ -142,8 +142,9 @@ def distribution(override: Override) -> BaseDistribution:
 
 
 def trial_overrides(fixed: Sequence[str], params: dict[str, Any]) -> tuple[str, ...]:
-    """The overrides of one trial's job: the fixed ones, then the trial's values."""
-    return (*fixed, *(f"{key}={Transformer.str(value)}" for key, value in params.items()))
+    """The overrides of one trial's job: the trial's values, then the fixed ones (what the trial tried leads
+    its folder's name, `job_name` in runs.py; the keys differ, so the order does not change the config)."""
+    return (*(f"{key}={Transformer.str(value)}" for key, value in params.items()), *fixed)
 
 
 # ---- the sweeper -----------------------------------------------------------------------------------
