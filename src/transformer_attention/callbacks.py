@@ -49,6 +49,7 @@ from .plotting import (
     RolloutBars,
     attention_rollout,
     figure_to_array,
+    noted,
     plot_confusion_matrix,
     pooled_rollout,
 )
@@ -216,11 +217,9 @@ class AttentionMapLogger(Callback):
         self.validations = state_dict.get("validations", 0)
 
     def _title(self, example: str, ids: Sequence[int], label: int | None, text: str, names: list[str]) -> str:
-        n = min(len(ids), self.max_tokens)
-        cut = f" (first {n} of {len(ids)} tokens)" if n < len(ids) else ""
         shown = text if len(text) <= 120 else text[:119] + "\u2026"
         known = f" \u00b7 true: {names[label]}" if label is not None else ""
-        return f"{example}{known} \u00b7 \u201c{shown}\u201d{cut}"
+        return noted(f"{example}{known} \u00b7 \u201c{shown}\u201d", min(len(ids), self.max_tokens), len(ids))
 
     def _figures(self, name: str, tokens: list[str], heads: int, title: str) -> tuple[AttentionGrid, Any]:
         """The example's grid and rollout bars, built once (`_prepare`, or at its first logged step)."""
@@ -256,7 +255,7 @@ class AttentionMapLogger(Callback):
         self._last = []
         for (example, ids, label, text), row in zip(self.examples, rows, strict=True):
             n = min(len(ids), self.max_tokens)
-            tokens = [dm.tokenizer.id_to_token(int(t)) for t in ids[:n]]
+            tokens = [dm.tokenizer.id_to_token(int(t)) for t in ids]  # decoded once: the page shows them all
             pred = int(row.probabilities.argmax())
             said = f"pred: {names[pred]} (p={row.probabilities[pred]:.2f})"
             truth = names[label] if label is not None else "-"
@@ -265,8 +264,8 @@ class AttentionMapLogger(Callback):
             table.append(f"| {example} | {_cell(text)} | {_cell(truth)} | {_cell(said[6:])} |")
             layers = row.attentions  # each (H, T, T), T = len(ids)
             caption = f"{description}; {said} at step {step}"
-            self._last.append((example, [dm.tokenizer.id_to_token(int(t)) for t in ids], layers, caption))
-            grid, bars = self._figures(example, tokens, heads=layers[0].shape[0], title=title)
+            self._last.append((example, tokens, layers, caption))
+            grid, bars = self._figures(example, tokens[:n], heads=layers[0].shape[0], title=title)
             for layer, weights in enumerate(layers):
                 maps = weights[:, :n, :n].numpy()  # (H, n, n)
                 if self.mean:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .plotting import attention_rollout, attention_window
+from .plotting import attention_rollout, attention_window, cut_note
 
 MAX_HTML_TOKENS = 128  # longer texts are cut to their first MAX_HTML_TOKENS tokens (rows and columns)
 MIN_WEIGHT = 1e-3  # weights below this draw no line (thinner than a hundredth of a pixel)
@@ -62,7 +62,7 @@ def attention_html(
         "rollout": None,
         "residual": residual,
         "min_weight": MIN_WEIGHT,
-        "note": f"first {n} of {len(tokens)} tokens" if n < len(tokens) else "",
+        "note": cut_note(n, len(tokens)),
     }
     if rollout:
         full = attention_rollout(attentions, residual=residual)[:n, :n]  # (n, n), over the whole text

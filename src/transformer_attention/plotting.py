@@ -66,6 +66,17 @@ def attention_window(
     return list(tokens[:n]), w[..., :n, :n]
 
 
+def cut_note(shown: int, total: int) -> str:
+    """`first 40 of 60 tokens` for a text cut to its first `shown` of `total` tokens; empty when not cut."""
+    return f"first {shown} of {total} tokens" if shown < total else ""
+
+
+def noted(title: str | None, shown: int, total: int) -> str | None:
+    """`title` with the `cut_note` after it (or the note alone), when the text was cut."""
+    note = cut_note(shown, total)
+    return (f"{title}  ({note})" if title else note) if note else title
+
+
 def _short(token: str) -> str:
     return token if len(token) <= LABEL_CHARS else token[: LABEL_CHARS - 1] + "\u2026"
 
@@ -381,10 +392,7 @@ def plot_attention(
         panel_titles = [f"head {h}" for h in range(H)] if w.ndim == 3 else [""]
     if len(panel_titles) != H:
         raise ValueError(f"{len(panel_titles)} panel titles for {H} attention maps")
-    if len(shown) < len(tokens):
-        cut = f"first {len(shown)} of {len(tokens)} tokens"
-        title = f"{title}  ({cut})" if title else cut
-    return AttentionGrid(shown, panel_titles, title, ncols=ncols).draw(maps)
+    return AttentionGrid(shown, panel_titles, noted(title, len(shown), len(tokens)), ncols=ncols).draw(maps)
 
 
 def plot_rollout(
@@ -401,10 +409,7 @@ def plot_rollout(
     if len(shares) != len(tokens):
         raise ValueError(f"{len(tokens)} tokens for a rollout over {len(shares)} positions: strip padding first")
     n = len(tokens) if max_tokens is None else min(len(tokens), max_tokens)
-    if n < len(tokens):
-        cut = f"first {n} of {len(tokens)} tokens"
-        title = f"{title}  ({cut})" if title else cut
-    return RolloutBars(list(tokens[:n]), title).draw(shares[:n])
+    return RolloutBars(list(tokens[:n]), noted(title, n, len(tokens))).draw(shares[:n])
 
 
 def attention_rollout(attentions: Sequence[np.ndarray | torch.Tensor], residual: float = 0.5) -> np.ndarray:
