@@ -21,12 +21,10 @@ from transformer_attention import callbacks
 from transformer_attention.callbacks import (
     AttentionMapLogger,
     ClassificationReport,
-    flatten_config,
-    log_hyperparameters,
     pick_examples,
-    result_hparams,
 )
 from transformer_attention.data import ReviewDataModule
+from transformer_attention.hparams import flatten_config, log_hyperparameters, result_hparams
 from transformer_attention.html_view import read_attention_data
 from transformer_attention.inference import infer
 from transformer_attention.module import ClassifierModule

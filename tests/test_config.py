@@ -211,7 +211,7 @@ def test_a_model_setting_is_defined_once_and_reaches_config_checkpoint_and_hpara
     """EncoderConfig's fields are conf/model's keys, the module's hyperparameters and HPARAMS columns."""
     from hydra.utils import instantiate
 
-    from transformer_attention.callbacks import flatten_config
+    from transformer_attention.hparams import flatten_config
 
     settings = [f.name for f in EncoderConfig.__dataclass_fields__.values()]
     cfg = conf("model.num_heads=8", "model.pooling=mean")

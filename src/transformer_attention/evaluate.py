@@ -12,9 +12,9 @@ import lightning as L
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from .callbacks import log_hyperparameters
 from .checkpoint import load_module
 from .errors import CheckpointError
+from .hparams import log_hyperparameters
 from .train import format_metrics, instantiate_list
 
 log = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from .callbacks import log_hyperparameters
 from .checkpoint import AtomicCheckpointIO, check_resume, load_checkpoint, resumed_in_place
 from .errors import ConfigError, printable
+from .hparams import log_hyperparameters
 from .metrics_file import continue_header
 from .runs import in_sweep, print_config_tree
 
