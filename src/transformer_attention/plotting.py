@@ -7,54 +7,48 @@ returned Figure displays itself; `figure_to_array` gives the HWC uint8 image Ten
 
 Heatmaps: rows are queries, columns keys (the tutorials' `weights[q, k]`). Every attention image uses
 the same colour scale, 0 to 1, with its colour bar: brightness means the same weight in every head,
-layer, step and run. Sizes are in pixels (DPI 72: 1 pt = 1 px) and chosen for TensorBoard's image
-card, `CARD_PX` wide: a two-column grid of heads of a 12-token text shows at actual size there.
-
-`AttentionGrid` and `RolloutBars` draw a figure's labels, titles and colour bar once with matplotlib;
-then, for each new set of weights, they write only the cells (as arrays) and a status line (Pillow,
-with matplotlib's own font): what makes logging maps every validation epoch cheap.
+layer, step and run. The figures are `figures.AttentionGrid` and `figures.RolloutBars` (sized for
+TensorBoard's image cards; drawn once, rendered fast), re-exported here with the colour scale.
 """
 
 from __future__ import annotations
 
-import functools
-import math
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
-from matplotlib import colormaps, font_manager
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from PIL import Image, ImageDraw, ImageFont
 
-CMAP = "viridis"  # perceptually uniform, brightness rises with the value
-MAX_TOKENS = 40  # longer texts are cut to their first MAX_TOKENS tokens: labels stay readable
-DPI = 72  # 1 pt = 1 px, so the sizes below are pixels
-CARD_PX = 350  # an image card in TensorBoard's IMAGES tab (1600 px window); wider images are shrunk to it
-FONT_PX = 9  # tick labels (tokens)
-TITLE_PX = 10
-LABEL_CHARS = 14  # longer tokens are shortened to this many characters on the axes
-CELL_PX = (11, 24)  # smallest and largest cell of a heatmap
-GAP_PX = 10
-NORM = Normalize(vmin=0.0, vmax=1.0)  # the one colour scale of every attention image
+from .figures import CARD_PX, CMAP, DPI, MAX_TOKENS, NORM, AttentionGrid, RolloutBars, as_numpy, colors
 
-
-def _as_numpy(weights: np.ndarray | torch.Tensor) -> np.ndarray:
-    if isinstance(weights, torch.Tensor):
-        weights = weights.detach().float().cpu().numpy()
-    return np.asarray(weights, dtype=np.float32)
+__all__ = [
+    "CARD_PX",
+    "CMAP",
+    "MAX_TOKENS",
+    "NORM",
+    "AttentionGrid",
+    "RolloutBars",
+    "attention_rollout",
+    "attention_window",
+    "colors",
+    "cut_note",
+    "figure_to_array",
+    "noted",
+    "plot_attention",
+    "plot_confusion_matrix",
+    "plot_rollout",
+    "pooled_rollout",
+    "save_attention_png",
+]
 
 
 def attention_window(
     tokens: Sequence[str], weights: np.ndarray | torch.Tensor, max_tokens: int | None = MAX_TOKENS
 ) -> tuple[list[str], np.ndarray]:
     """Check shapes and cut `tokens` and the (T, T) or (H, T, T) `weights` to the first `max_tokens`."""
-    w = _as_numpy(weights)
+    w = as_numpy(weights)
     if w.ndim not in (2, 3) or w.shape[-1] != w.shape[-2]:
         raise ValueError(f"attention weights must be (T, T) or (H, T, T), got shape {tuple(w.shape)}")
     if w.shape[-1] != len(tokens):
@@ -75,299 +69,6 @@ def noted(title: str | None, shown: int, total: int) -> str | None:
     """`title` with the `cut_note` after it (or the note alone), when the text was cut."""
     note = cut_note(shown, total)
     return (f"{title}  ({note})" if title else note) if note else title
-
-
-def _short(token: str) -> str:
-    return token if len(token) <= LABEL_CHARS else token[: LABEL_CHARS - 1] + "\u2026"
-
-
-def _text_px(text: str, size: int) -> float:
-    """A generous width estimate of `text` in DejaVu Sans at `size` px (no renderer needed)."""
-    return 0.56 * size * len(text)
-
-
-class _Frame:
-    """A figure whose static part (labels, titles, colour bar) is drawn once, without the `hidden` artists;
-    `pixels()` returns a copy of those RGB pixels for a caller to write cells (arrays) and texts (`text`) into."""
-
-    def __init__(self, fig: Figure, hidden: Sequence, copies: Sequence[tuple[tuple, tuple]] = ()) -> None:
-        self.fig, self.hidden = fig, list(hidden)  # artists left out of the static frame
-        self.copies = list(copies)  # (source, target) pixel boxes (top, left, height, width), copied after drawing
-        self.canvas = FigureCanvasAgg(fig)  # attach an Agg canvas: drawing works without pyplot
-        self.static: np.ndarray | None = None
-
-    def pixels(self) -> np.ndarray:
-        if self.static is None:
-            visible = [a.get_visible() for a in self.hidden]
-            for artist in self.hidden:
-                artist.set_visible(False)
-            self.canvas.draw()
-            self.static = np.asarray(self.canvas.buffer_rgba())[..., :3].copy()  # (H, W, 3)
-            for (top, left, h, w), (to_top, to_left, _, _) in self.copies:  # hidden labels: the same pixels
-                self.static[to_top : to_top + h, to_left : to_left + w] = self.static[top : top + h, left : left + w]
-            for artist, was in zip(self.hidden, visible, strict=True):
-                artist.set_visible(was)
-        return self.static.copy()
-
-
-@functools.lru_cache(maxsize=4)
-def _font(size: int) -> ImageFont.FreeTypeFont:
-    """matplotlib's own DejaVu Sans for Pillow, which writes a line of text in a fraction of a millisecond."""
-    return ImageFont.truetype(font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans")), size)
-
-
-def _write(pixels: np.ndarray, texts: Sequence[tuple[tuple[float, float], str]], size: int, fill: str) -> None:
-    """Write each `((x, y) px of its top-left corner, text)` into the (H, W, 3) `pixels`, in place (through
-    the band of rows the texts cover, not a copy of the whole image)."""
-    top = max(0, int(min(y for (_, y), _ in texts)))
-    bottom = min(len(pixels), int(max(y for (_, y), _ in texts) + 2 * size))
-    band = Image.fromarray(pixels[top:bottom])
-    draw = ImageDraw.Draw(band)
-    for (x, y), text in texts:
-        draw.text((x, y - top), text, font=_font(size), fill=fill)
-    pixels[top:bottom] = np.asarray(band)
-
-
-def _title_lines(title: str | None, width_px: float) -> list[str]:
-    return textwrap.wrap(title or "", width=max(10, int((width_px - 8) / (0.56 * TITLE_PX))))
-
-
-def _header_px(title: str | None, width_px: float, status: bool) -> int:
-    return 6 + len(_title_lines(title, width_px)) * (TITLE_PX + 3) + (TITLE_PX + 4 if status else 0)
-
-
-STATUS_COLOUR = "#444444"
-
-
-def _header(fig: Figure, title: str | None, status: bool) -> tuple[object, tuple[int, int]]:
-    """Title lines (wrapped to the width, never cut off) and, with `status`, a one-line text below them that
-    may change from image to image; returns that Text (None without) and its top-left corner in px."""
-    W, H = fig.get_figwidth() * DPI, fig.get_figheight() * DPI
-    lines = _title_lines(title, W)
-    if lines:
-        fig.text(4 / W, 1 - 4 / H, "\n".join(lines), fontsize=TITLE_PX, va="top", ha="left", linespacing=1.3)
-    top = 6 + len(lines) * (TITLE_PX + 3)
-    if not status:
-        return None, (4, top)
-    return fig.text(4 / W, 1 - top / H, "", fontsize=TITLE_PX, va="top", ha="left", color=STATUS_COLOUR), (4, top)
-
-
-BAR_PX = 46  # the colour bar strip at the bottom of every attention image
-
-
-def _colorbar(fig: Figure, label: str) -> None:
-    """A horizontal 0-1 colour bar in the strip at the bottom of `fig`: the colours as an image (one pixel
-    column per step, in an axes without axis), ticks and labels as lines and texts (no tick machinery)."""
-    W, H = fig.get_figwidth() * DPI, fig.get_figheight() * DPI
-    left, width, top = int(0.1 * W), int(0.8 * W), int(H) - 33  # bar: 9 px high, its top 33 px above the bottom
-    bar = fig.add_axes((left / W, 1 - (top + 9) / H, width / W, 9 / H))  # scales with the figure's dpi
-    bar.imshow(colors(np.linspace(0.0, 1.0, width))[None], aspect="auto", interpolation="nearest")  # (1, width, 3)
-    bar.set_axis_off()
-    for value in (0.0, 0.25, 0.5, 0.75, 1.0):
-        x = (left + value * (width - 1) + 0.5) / W
-        fig.add_artist(Line2D([x, x], [1 - (top + 9) / H, 1 - (top + 11) / H], color="black", linewidth=0.8))
-        fig.text(x, 1 - (top + 12) / H, f"{value:.2f}", fontsize=FONT_PX - 1, ha="center", va="top")
-    fig.text(0.5, 1 - (top + 22) / H, label, fontsize=FONT_PX, ha="center", va="top")
-
-
-@functools.lru_cache(maxsize=1)
-def _lut() -> np.ndarray:
-    return colormaps[CMAP](np.linspace(0.0, 1.0, colormaps[CMAP].N), bytes=True)[:, :3]  # (N, 3) uint8
-
-
-def colors(values: np.ndarray) -> np.ndarray:
-    """RGB uint8 colours of `values` on the one attention scale (0 to 1, clipped), exactly as imshow draws
-    them (matplotlib's lookup: entry floor(v * N), the top value in the last entry)."""
-    lut = _lut()
-    index = (np.asarray(values, dtype=np.float32) * len(lut)).astype(np.int64)
-    return lut[np.clip(index, 0, len(lut) - 1)]
-
-
-class AttentionGrid:
-    """Heatmaps of one text's attention: a panel per map (e.g. each head, then their mean), `ncols` per row,
-    on the fixed 0-1 colour scale with a colour bar at the bottom. The tokens label the keys under every
-    panel and the queries left of each row (the panels of a row share them). Sized so that a 12-token text
-    in two columns fits TensorBoard's image card (`CARD_PX`) at actual size.
-
-    `draw(maps)` returns the figure; `render(maps, status)` its pixels, fast: the labels are drawn once and
-    each call only writes the cells (as arrays) and the one-line `status` (say, the step and prediction)."""
-
-    def __init__(
-        self,
-        tokens: Sequence[str],
-        panel_titles: Sequence[str],
-        title: str | None = None,
-        *,
-        ncols: int = 2,
-        status: bool = False,
-    ) -> None:
-        n, P = len(tokens), len(panel_titles)
-        if n == 0 or P == 0:
-            raise ValueError(f"an attention grid needs tokens and panels, got {n} tokens and {P} panels")
-        self.n, self.P = n, P
-        cols, rows = min(ncols, P), math.ceil(P / min(ncols, P))
-        self.labels = labels = [_short(t) for t in tokens]
-        margin = int(6 + max(_text_px(t, FONT_PX) for t in labels))  # room for the token labels
-        budget = (CARD_PX - 8 - margin - (cols - 1) * GAP_PX) / (cols * n)
-        self.cell = cell = int(min(CELL_PX[1], max(CELL_PX[0], budget)))
-        side = cell * n  # a panel is side x side px
-        W = 8 + margin + cols * side + (cols - 1) * GAP_PX
-        head = _header_px(title, W, status)
-        row_px = TITLE_PX + 6 + side + margin  # panel title, cells, key labels
-        H = head + rows * row_px + BAR_PX
-        self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
-        self.status, self.status_xy = _header(fig, title, status)
-        self.axes, self.images, self.boxes = [], [], []  # boxes: (top, left) px of each panel's cells
-        blank = np.zeros((n, n), dtype=np.float32)
-        copied, copies = [], []  # labels the static frame copies from the first panel's pixels, not draws
-        for p in range(P):
-            r, c = divmod(p, cols)
-            left, top = 4 + margin + c * (side + GAP_PX), head + r * row_px + TITLE_PX + 6
-            if p:  # the same labels as panel 0's, at a whole number of pixels from them
-                top0, left0 = self.boxes[0]
-                copies.append(((top0 + side, left0 - 2, margin, side + 4), (top + side, left - 2, margin, side + 4)))
-                if c == 0:
-                    copies.append(((top0 - 2, 0, side + 4, left0 - 1), (top - 2, 0, side + 4, left - 1)))
-            ax = fig.add_axes((left / W, 1 - (top + side) / H, side / W, side / H))
-            image = ax.imshow(blank, cmap=CMAP, norm=NORM, interpolation="nearest", aspect="auto", resample=False)
-            ax.set_axis_off()  # labels as plain texts below: no tick machinery, a fraction of the drawing time
-            fig.text((left + side / 2) / W, 1 - (top - 3) / H, panel_titles[p], fontsize=TITLE_PX, ha="center")
-            for i, label in enumerate(labels):
-                centre = (i + 0.5) * cell
-                key = fig.text(  # key i under the panel
-                    (left + centre) / W,
-                    1 - (top + side + 3) / H,
-                    label,
-                    fontsize=FONT_PX,
-                    rotation=90,
-                    ha="center",
-                    va="top",
-                )
-                copied += [key] if p else []
-                if c == 0:  # query i left of the row
-                    query = fig.text(
-                        (left - 3) / W, 1 - (top + centre) / H, label, fontsize=FONT_PX, ha="right", va="center"
-                    )
-                    copied += [query] if p else []
-            self.axes.append(ax)
-            self.images.append(image)
-            self.boxes.append((top, left))
-        _colorbar(fig, "attention weight (0 to 1, the same scale in every image)")
-        hidden = [*self.images, *([self.status] if self.status is not None else []), *copied]
-        self._frame = _Frame(fig, hidden=hidden, copies=copies)
-
-    def prepare(self) -> None:
-        """Draw the static part now (else the first `render` does)."""
-        self._frame.pixels()
-
-    def _check(self, maps: np.ndarray | torch.Tensor) -> np.ndarray:
-        m = _as_numpy(maps)
-        if m.shape != (self.P, self.n, self.n):
-            raise ValueError(f"{tuple(m.shape)} maps for a grid of {self.P} panels of {self.n} tokens")
-        return m
-
-    def draw(self, maps: np.ndarray | torch.Tensor, status: str | None = None) -> Figure:
-        """The figure with `maps` (P, n, n) in its panels."""
-        for image, panel in zip(self.images, self._check(maps), strict=True):
-            image.set_data(panel)
-        if self.status is not None:
-            self.status.set_text(status or "")
-        return self.fig
-
-    def render(self, maps: np.ndarray | torch.Tensor, status: str | None = None) -> np.ndarray:
-        """The (H, W, 3) uint8 pixels of the figure with `maps` (P, n, n): the static frame with the cells
-        written as arrays (one `colors` block of cell x cell px per weight) and the status line."""
-        m = self._check(maps)
-        out = self._frame.pixels()
-        side = self.cell * self.n
-        for (top, left), panel in zip(self.boxes, m, strict=True):
-            cells = colors(panel)  # (n, n, 3)
-            out[top : top + side, left : left + side] = cells.repeat(self.cell, axis=0).repeat(self.cell, axis=1)
-        if self.status is not None and status:
-            _write(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
-        return out
-
-
-class RolloutBars:
-    """Horizontal bars, one per input token (top to bottom in text order): the share of each token in the
-    pooled vector the classifier reads (`pooled_rollout`), on a fixed 0-1 axis, coloured on the 0-1 scale
-    of the attention maps, each with its value. `draw(shares)` returns the figure, `render(shares, status)`
-    its pixels (the axes drawn once; bars written as arrays, values and status as texts)."""
-
-    ROW_PX = 16
-
-    def __init__(self, tokens: Sequence[str], title: str | None = None, *, status: bool = False) -> None:
-        n = len(tokens)
-        if n == 0:
-            raise ValueError("rollout bars need at least one token")
-        self.n = n
-        self.labels = labels = [_short(t) for t in tokens]
-        margin = int(8 + max(_text_px(t, FONT_PX) for t in labels))
-        W = CARD_PX
-        head = _header_px(title, W, status)
-        self.height = n * self.ROW_PX
-        self.width = W - margin - 46  # room for the values right of the bars
-        self.top, self.left = head + 8, margin
-        H = self.top + self.height + 24 + BAR_PX  # 24: the 0-1 axis under the bars
-        self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
-        self.status, self.status_xy = _header(fig, title, status)
-        ax = fig.add_axes((margin / W, 1 - (self.top + self.height) / H, self.width / W, self.height / H))
-        ax.set_xlim(0, 1)
-        ax.set_ylim(n - 0.5, -0.5)  # the first token on top
-        ax.set_yticks([])
-        for i, label in enumerate(labels):  # token labels as plain texts: no tick machinery
-            y = self.top + (i + 0.5) * self.ROW_PX
-            fig.text((margin - 4) / W, 1 - y / H, label, fontsize=FONT_PX, ha="right", va="center")
-        ax.set_axis_off()  # the 0-1 axis as plain lines and texts: no tick machinery
-        bottom = 1 - (self.top + self.height) / H
-        for value in (0.0, 0.25, 0.5, 0.75, 1.0):
-            x = (margin + value * self.width) / W
-            colour = "black" if value == 0 else "#dddddd"
-            fig.add_artist(Line2D([x, x], [bottom, 1 - self.top / H], color=colour, linewidth=0.8, zorder=0))
-            fig.text(x, bottom - 3 / H, f"{value:.2f}", fontsize=FONT_PX - 1, ha="center", va="top")
-        fig.add_artist(Line2D([margin / W, (margin + self.width) / W], [bottom, bottom], color="black", linewidth=0.8))
-        self.ax = ax
-        self.bars = list(ax.barh(range(n), np.zeros(n), height=0.75, color=colormaps[CMAP](0.0)))
-        self.values = [ax.text(0, i, "", va="center", ha="left", fontsize=FONT_PX - 1) for i in range(n)]
-        _colorbar(fig, "share of the pooled vector (0 to 1)")
-        texts = [*self.values, *([self.status] if self.status is not None else [])]
-        self._frame = _Frame(fig, hidden=[*self.bars, *texts])
-
-    def prepare(self) -> None:
-        """Draw the static part now (else the first `render` does)."""
-        self._frame.pixels()
-
-    def _check(self, shares: np.ndarray | torch.Tensor) -> np.ndarray:
-        s = _as_numpy(shares)
-        if s.shape != (self.n,):
-            raise ValueError(f"{tuple(s.shape)} shares for {self.n} tokens")
-        return s
-
-    def draw(self, shares: np.ndarray | torch.Tensor, status: str | None = None) -> Figure:
-        s = self._check(shares)
-        for bar, text, value, colour in zip(self.bars, self.values, s, colors(s), strict=True):
-            bar.set_width(float(value))
-            bar.set_color(colour / 255)
-            text.set_x(float(value) + 0.01)
-            text.set_text(f"{value:.2f}")
-        if self.status is not None:
-            self.status.set_text(status or "")
-        return self.fig
-
-    def render(self, shares: np.ndarray | torch.Tensor, status: str | None = None) -> np.ndarray:
-        s = self._check(shares)
-        out = self._frame.pixels()
-        pad = round(self.ROW_PX * 0.125)  # bars are 0.75 of a row high
-        values = []
-        for i, (value, colour) in enumerate(zip(s, colors(s), strict=True)):
-            length = int(round(float(np.clip(value, 0, 1)) * self.width))
-            top = self.top + i * self.ROW_PX
-            out[top + pad : top + self.ROW_PX - pad, self.left : self.left + length] = colour
-            values.append(((self.left + length + 3, top + (self.ROW_PX - FONT_PX) / 2 - 1), f"{value:.2f}"))
-        _write(out, values, FONT_PX - 1, "black")
-        if self.status is not None and status:
-            _write(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
-        return out
 
 
 def plot_attention(
@@ -424,7 +125,7 @@ def attention_rollout(attentions: Sequence[np.ndarray | torch.Tensor], residual:
         raise ValueError(f"residual={residual}: the weight of the residual path must lie in [0, 1]")
     rollout = None
     for layer, weights in enumerate(attentions):
-        w = _as_numpy(weights).astype(np.float64)
+        w = as_numpy(weights).astype(np.float64)
         a = w.mean(axis=0) if w.ndim == 3 else w  # (T, T), the head mean
         if a.ndim != 2 or a.shape[0] != a.shape[1] or (rollout is not None and a.shape != rollout.shape):
             raise ValueError(f"layer {layer}: attention of shape {tuple(w.shape)}; every layer must be (H, T, T)")
@@ -448,7 +149,7 @@ def plot_confusion_matrix(
     matrix: np.ndarray | torch.Tensor, label_names: Sequence[str], title: str | None = None
 ) -> Figure:
     """Counts of (true row, predicted column), each cell annotated, rows normalised for the colour."""
-    m = _as_numpy(matrix)
+    m = as_numpy(matrix)
     C = len(label_names)
     if m.shape != (C, C):
         raise ValueError(f"confusion matrix of shape {tuple(m.shape)} for {C} label names")
