@@ -2,7 +2,8 @@
 (the batch format: batches.py).
 
 Set-up order: load and check the raw splits (sources.py, labels.py), drop empty texts, carve a
-validation split if there is none, scrub PII, train (or reuse) the tokenizer on train only, tokenize.
+validation split if there is none (and drop the train rows that share text with it), scrub PII,
+train (or reuse) the tokenizer on train only, tokenize.
 The tokenizer and the tokenized splits are cached under `cache_dir`, keyed by the texts and settings.
 """
 
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import ahocorasick
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, RandomSampler, Subset
@@ -29,6 +32,51 @@ from .toy import LABEL_NAMES as TOY_LABEL_NAMES
 from .toy import make_toy_splits
 
 log = logging.getLogger(__name__)
+
+# The automaton holds each text's first _PREFIX characters; a hit is confirmed with startswith. A trie of
+# every whole IMDB train review took 20 s and 2 GB to build; of their prefixes, under a second.
+_PREFIX = 64
+
+
+def _normalized(text: str) -> str:
+    """Lowercased, whitespace runs made one space, stripped: the form texts are compared in for overlap."""
+    return " ".join(text.lower().split())
+
+
+class _SubstringFinder:
+    """Which of many `patterns` occur in a text, in time linear in the text (Aho-Corasick, pyahocorasick),
+    not one `in` per pattern: carving validation compares thousands of texts with tens of thousands."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.by_prefix: dict[str, list[str]] = {}
+        for pattern in {p for p in patterns if p}:  # an empty pattern would be in every text
+            self.by_prefix.setdefault(pattern[:_PREFIX], []).append(pattern)
+        self.automaton = ahocorasick.Automaton()
+        for prefix in self.by_prefix:
+            self.automaton.add_word(prefix, prefix)
+        if self.by_prefix:
+            self.automaton.make_automaton()
+
+    def iter(self, text: str) -> Iterator[str]:
+        """The patterns found in `text`, once per place each starts."""
+        if not self.by_prefix:
+            return
+        for end, prefix in self.automaton.iter(text):
+            start = end - len(prefix) + 1
+            for pattern in self.by_prefix[prefix]:
+                if text.startswith(pattern, start):
+                    yield pattern
+
+
+def _rows_sharing_text(train_texts: list[str], val_texts: list[str]) -> list[int]:
+    """Indices of the train texts that contain, or are contained in (equal included), a validation text,
+    compared normalized: a phrase of a validation sentence, or a review quoting one, leaks it into training."""
+    train_norm = [_normalized(t) for t in train_texts]
+    val_norm = [_normalized(t) for t in val_texts]
+    in_train = _SubstringFinder(train_norm)
+    contained = {t for v in val_norm for t in in_train.iter(v)}  # train texts found inside a validation text
+    in_val = _SubstringFinder(val_norm)
+    return [i for i, t in enumerate(train_norm) if t in contained or next(in_val.iter(t), None) is not None]
 
 
 class ReviewDataModule(L.LightningDataModule):
@@ -152,7 +200,9 @@ class ReviewDataModule(L.LightningDataModule):
         return cols
 
     def _carve_validation(self, train: dict[str, list]) -> dict[str, list]:
-        """Move a `val_fraction` of train, drawn with `split_seed`, into a validation split (in place)."""
+        """Move a `val_fraction` of train, drawn with `split_seed`, into a validation split (in place), then drop
+        the train rows that contain, or are contained in, a validation text (phrase-level sets such as SST-2
+        hold phrases of the same sentences), so validation measures text the model has not trained on."""
         g = torch.Generator().manual_seed(self.split_seed)
         perm = torch.randperm(len(train["text"]), generator=g).tolist()
         n_val = max(1, int(len(perm) * self.val_fraction))
@@ -162,6 +212,24 @@ class ReviewDataModule(L.LightningDataModule):
         val = {k: [v[i] for i in val_idx] for k, v in train.items()}
         for k, v in list(train.items()):
             train[k] = [v[i] for i in train_idx]
+        overlap = set(_rows_sharing_text(train["text"], val["text"]))
+        if overlap:
+            n_train = len(train["text"])
+            if len(overlap) == n_train:
+                raise DataError(
+                    f"data.val_fraction={self.val_fraction}: every one of the {n_train} train rows left after "
+                    f"carving validation contains, or is contained in, a validation text, so none is left to train "
+                    f"on; lower data.val_fraction or give the data its own validation split (a validation file, "
+                    f"data.data_files.validation or data.split_names.validation)"
+                )
+            log.warning(
+                "validation carved from train: removed %d of %d train rows that contain, or are contained in, "
+                "a validation text (they would leak validation text into training)",
+                len(overlap),
+                n_train,
+            )
+            for k, v in list(train.items()):
+                train[k] = [x for i, x in enumerate(v) if i not in overlap]
         return val
 
     def _make_tokenizer(self) -> None:
