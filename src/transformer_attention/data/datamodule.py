@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -33,23 +34,41 @@ from .toy import make_toy_splits
 
 log = logging.getLogger(__name__)
 
+# Texts are compared as lowercase word tokens (a run of word characters, or one other non-space character),
+# joined by single spaces, with one space before and after: " a good film . " holds " good " and " . ",
+# not " goo " or " a g", so every match falls on token boundaries.
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+# A train row is removed for *containing* a validation text only when that text has at least this many tokens:
+# a 1-2 token validation row (".", "good", "not good"), common in phrase-level sets such as SST-2, is a
+# fragment of countless unrelated sentences, and banning them all would empty train. Equal texts, and train
+# rows *contained in* a validation text (a phrase of a validation sentence: the leak), count at any length.
+MIN_CONTAINED_TOKENS = 3
+
 # The automaton holds each text's first _PREFIX characters; a hit is confirmed with startswith. A trie of
 # every whole IMDB train review took 20 s and 2 GB to build; of their prefixes, under a second.
 _PREFIX = 64
 
 
 def _normalized(text: str) -> str:
-    """Lowercased, whitespace runs made one space, stripped: the form texts are compared in for overlap."""
-    return " ".join(text.lower().split())
+    """The form texts are compared in for overlap: lowercase tokens joined by single spaces, padded with a
+    space at each end (" " for a text without tokens)."""
+    return " " + " ".join(_TOKEN.findall(text.lower())) + " "
 
 
-class _SubstringFinder:
-    """Which of many `patterns` occur in a text, in time linear in the text (Aho-Corasick, pyahocorasick),
-    not one `in` per pattern: carving validation compares thousands of texts with tens of thousands."""
+def _n_tokens(normalized: str) -> int:
+    """How many tokens a `_normalized` text holds (tokens have no spaces in them)."""
+    return normalized.count(" ") - 1
+
+
+class _PhraseFinder:
+    """Which of many `_normalized` patterns occur in a `_normalized` text, on token boundaries (the patterns
+    carry their padding spaces), in time linear in the text (Aho-Corasick, pyahocorasick), not one `in` per
+    pattern: carving validation compares thousands of texts with tens of thousands."""
 
     def __init__(self, patterns: Iterable[str]) -> None:
         self.by_prefix: dict[str, list[str]] = {}
-        for pattern in {p for p in patterns if p}:  # an empty pattern would be in every text
+        for pattern in {p for p in patterns if p.strip()}:  # a text without tokens would be in every text
             self.by_prefix.setdefault(pattern[:_PREFIX], []).append(pattern)
         self.automaton = ahocorasick.Automaton()
         for prefix in self.by_prefix:
@@ -68,14 +87,18 @@ class _SubstringFinder:
                     yield pattern
 
 
-def _rows_sharing_text(train_texts: list[str], val_texts: list[str]) -> list[int]:
-    """Indices of the train texts that contain, or are contained in (equal included), a validation text,
-    compared normalized: a phrase of a validation sentence, or a review quoting one, leaks it into training."""
+def _rows_sharing_text(
+    train_texts: list[str], val_texts: list[str], min_contained_tokens: int = MIN_CONTAINED_TOKENS
+) -> list[int]:
+    """Indices of the train texts that share text with validation, compared as `_normalized` token strings:
+    equal to a validation text, contained in one (any length: a phrase of a validation sentence leaks it into
+    training), or containing one of at least `min_contained_tokens` tokens (a review quoting a validation
+    review; shorter validation texts are fragments too common to ban, see MIN_CONTAINED_TOKENS)."""
     train_norm = [_normalized(t) for t in train_texts]
-    val_norm = [_normalized(t) for t in val_texts]
-    in_train = _SubstringFinder(train_norm)
-    contained = {t for v in val_norm for t in in_train.iter(v)}  # train texts found inside a validation text
-    in_val = _SubstringFinder(val_norm)
+    val_norm = {_normalized(t) for t in val_texts}
+    in_train = _PhraseFinder(train_norm)
+    contained = {t for v in val_norm for t in in_train.iter(v)}  # train texts inside (or equal to) a validation one
+    in_val = _PhraseFinder(v for v in val_norm if _n_tokens(v) >= min_contained_tokens)
     return [i for i, t in enumerate(train_norm) if t in contained or next(in_val.iter(t), None) is not None]
 
 
@@ -202,7 +225,12 @@ class ReviewDataModule(L.LightningDataModule):
     def _carve_validation(self, train: dict[str, list]) -> dict[str, list]:
         """Move a `val_fraction` of train, drawn with `split_seed`, into a validation split (in place), then drop
         the train rows that contain, or are contained in, a validation text (phrase-level sets such as SST-2
-        hold phrases of the same sentences), so validation measures text the model has not trained on."""
+        hold phrases of the same sentences), so validation measures text the model has not trained on.
+
+        Texts are compared as lowercase word and punctuation tokens, on token boundaries ("a" is not in "bad").
+        Equal texts count at any length, and so does a train row contained in a validation text; a train row
+        containing a validation text counts only when that text has at least MIN_CONTAINED_TOKENS (3) tokens,
+        since a 1-2 token row (".", "good", "not good") is a fragment of most sentences."""
         g = torch.Generator().manual_seed(self.split_seed)
         perm = torch.randperm(len(train["text"]), generator=g).tolist()
         n_val = max(1, int(len(perm) * self.val_fraction))
@@ -224,9 +252,11 @@ class ReviewDataModule(L.LightningDataModule):
                 )
             log.warning(
                 "validation carved from train: removed %d of %d train rows that contain, or are contained in, "
-                "a validation text (they would leak validation text into training)",
+                "a validation text (whole tokens; contained validation texts of %d+ tokens): they would leak "
+                "validation text into training",
                 len(overlap),
                 n_train,
+                MIN_CONTAINED_TOKENS,
             )
             for k, v in list(train.items()):
                 train[k] = [x for i, x in enumerate(v) if i not in overlap]
