@@ -64,6 +64,11 @@ def _label_names(trainer: L.Trainer, pl_module: L.LightningModule, num_classes: 
     return list(names) if names else [str(c) for c in range(num_classes)]
 
 
+def _text(texts: Sequence[str] | None, i: int, tokenizer: Any, data: Any) -> str:
+    """Example `i`'s text: as given, or decoded from its ids where the data keeps no texts (pretraining windows)."""
+    return texts[i] if texts else tokenizer.decode([int(t) for t in data.ids[i]])
+
+
 def pick_examples(labels: Sequence[int], lengths: Sequence[int], k: int) -> list[int]:
     """`k` dataset indices that mix the classes (in turn) and the lengths (spread over each class's
     length quantiles, short to long). Deterministic: the same data gives the same examples."""
@@ -166,8 +171,15 @@ class AttentionMapLogger(Callback):
         data = getattr(dm, "splits", {}).get(self.split)
         picked = pick_examples(data.labels, [len(ids) for ids in data.ids], self.num_examples) if data else []
         texts = getattr(data, "texts", None)
+        labelled = getattr(pl_module, "predicts_labels", True)  # a masked language model (pretraining) does not
         self.examples = [
-            (f"example_{j}", data.ids[i], int(data.labels[i]), texts[i] if texts else "") for j, i in enumerate(picked)
+            (
+                f"example_{j}",
+                data.ids[i],
+                int(data.labels[i]) if labelled else None,
+                _text(texts, i, dm.tokenizer, data),
+            )
+            for j, i in enumerate(picked)
         ]
         own = encode(dm.tokenizer, self.texts, dm.max_length) if self.texts else []
         self.examples += [
@@ -245,6 +257,7 @@ class AttentionMapLogger(Callback):
         start = time.perf_counter()
         dm = trainer.datamodule
         rows = infer(pl_module, [ids for _, ids, _, _ in self.examples], pad_id=dm.pad_id, need_weights=True)
+        labelled = getattr(pl_module, "predicts_labels", True)
         names = _label_names(trainer, pl_module, len(rows[0].probabilities))
         pooling = pl_module.hparams.get("pooling", "cls")
         step = trainer.global_step
@@ -254,7 +267,7 @@ class AttentionMapLogger(Callback):
             n = min(len(ids), self.max_tokens)
             tokens = [dm.tokenizer.id_to_token(int(t)) for t in ids]  # decoded once: the page shows them all
             pred = int(row.probabilities.argmax())
-            said = f"pred: {names[pred]} (p={row.probabilities[pred]:.2f})"
+            said = f"pred: {names[pred]} (p={row.probabilities[pred]:.2f})" if labelled else "pred: -"
             truth = names[label] if label is not None else "-"
             title = self._title(example, ids, label, text, names)
             description = f"{example}: \u201c{text}\u201d (true label: {truth})"  # the same at every step

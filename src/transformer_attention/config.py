@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
@@ -32,6 +32,9 @@ class ModelConfig(EncoderConfig):
     label_smoothing: float = 0.0
     optimizer: Any = None  # a `_partial_` optimizer (params come later); None: AdamW(lr=1e-3)
     scheduler: Any = None  # a `_partial_` scheduler (optimizer, total_steps); None: warmup_cosine
+    # a pretrain.py checkpoint to start the encoder from, or "pretrain": pretrain now as `pretrain` says
+    # (or reuse the encoder cached for the same texts and settings); None: from scratch
+    init_from: Optional[str] = None  # noqa: UP045 - OmegaConf 2.3 reads Optional
 
 
 def register_schemas() -> None:

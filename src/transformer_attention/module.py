@@ -64,9 +64,12 @@ class ClassifierModule(L.LightningModule):
         scheduler: Any = None,
         tokenizer: str | None = None,
         label_names: list[str] | None = None,
+        init_from: str | None = None,
         **settings: Any,
     ) -> None:
         super().__init__()
+        # init_from (model.init_from) is train.py's to act on: it copies pretrained weights in after
+        # construction; not a hyperparameter, so a checkpoint of this module never looks for that file
         self.net = TransformerClassifier(vocab_size=vocab_size, num_classes=num_classes, pad_id=pad_id, **settings)
         # optimizer / scheduler are partials from the config, not plain data a weights_only checkpoint
         # can hold; the tokenizer (a large JSON string) travels in the checkpoint itself
@@ -142,20 +145,28 @@ class ClassifierModule(L.LightningModule):
 
     # ---- optimisation --------------------------------------------------------------------
     def configure_optimizers(self) -> dict:
-        params = self._param_groups(self.optimizer_factory)
-        if self.optimizer_factory is None:
-            optimizer = torch.optim.AdamW(params, lr=1e-3)
-        else:
-            optimizer = self.optimizer_factory(params=params)
-        factory = self.scheduler_factory or warmup_cosine
-        scheduler = factory(optimizer, total_steps=int(self.trainer.estimated_stepping_batches))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return optimizers(self, self.optimizer_factory, self.scheduler_factory)
 
-    def _param_groups(self, factory: Any) -> list[dict]:
-        """Weight decay on the weight matrices only: none on biases and LayerNorms (as BERT and nanoGPT)
-        and, unlike them, none on the embeddings, whose rare-word rows it would shrink towards zero."""
-        wd = getattr(factory, "keywords", {}).get("weight_decay", 0.01) if factory is not None else 0.01
-        decay, no_decay = [], []
-        for name, p in self.net.named_parameters():
+
+def optimizers(module: L.LightningModule, optimizer_factory: Any, scheduler_factory: Any) -> dict:
+    """AdamW (or `optimizer_factory`) over `module`'s parameters, stepped by warmup/cosine (or
+    `scheduler_factory`) over the trainer's steps; what ClassifierModule and MaskedLMModule return."""
+    params = param_groups(module, optimizer_factory)
+    if optimizer_factory is None:
+        optimizer = torch.optim.AdamW(params, lr=1e-3)
+    else:
+        optimizer = optimizer_factory(params=params)
+    factory = scheduler_factory or warmup_cosine
+    scheduler = factory(optimizer, total_steps=int(module.trainer.estimated_stepping_batches))
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def param_groups(module: torch.nn.Module, factory: Any) -> list[dict]:
+    """Weight decay on the weight matrices only: none on biases and LayerNorms (as BERT and nanoGPT)
+    and, unlike them, none on the embeddings, whose rare-word rows it would shrink towards zero."""
+    wd = getattr(factory, "keywords", {}).get("weight_decay", 0.01) if factory is not None else 0.01
+    decay, no_decay = [], []
+    for name, p in module.named_parameters():
+        if p.requires_grad:
             (decay if p.dim() >= 2 and "embedding" not in name else no_decay).append(p)
-        return [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}]
+    return [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}]

@@ -21,6 +21,8 @@ from .checkpoint import AtomicCheckpointIO, check_resume, load_checkpoint, resum
 from .errors import ConfigError, printable
 from .hparams import log_hyperparameters
 from .metrics_file import continue_header
+from .pretrain import pretrained_encoder
+from .pretraining import check_architecture, init_from_pretrained, read_pretrained
 from .runs import in_sweep, print_config_tree
 
 log = logging.getLogger(__name__)
@@ -46,17 +48,21 @@ def instantiate_loggers(cfg: DictConfig | None, resume_step: int | None = None) 
 
 
 def build(
-    cfg: DictConfig, resume_from: dict[str, Any] | None = None
+    cfg: DictConfig, resume_from: dict[str, Any] | None = None, pretrained: dict[str, Any] | None = None
 ) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
     """The quick objects first, so a setting none of them takes fails before the data is tokenized;
     then the data (the model's vocab size, classes and tokenizer come from it), then the model.
-    A resumed run reuses the checkpoint's tokenizer and label names, so its vocabulary cannot drift."""
+    A resumed run reuses the checkpoint's tokenizer and label names, so its vocabulary cannot drift;
+    a run from a `pretrained` encoder (model.init_from) takes its tokenizer and weights."""
     callbacks = instantiate_list(cfg.get("callbacks"))
     loggers = instantiate_loggers(cfg.get("logger"), resume_step=(resume_from or {}).get("global_step"))
     plugins = {} if cfg.trainer.get("plugins") else {"plugins": [AtomicCheckpointIO()]}  # no truncated .ckpt
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **plugins)
     make_model = instantiate(cfg.model, _partial_=True)  # a bad model._target_ fails here, not after the data
     reuse: dict[str, Any] = {"output_dir": cfg.paths.output_dir}
+    if pretrained is not None:
+        check_architecture(pretrained["settings"], OmegaConf.to_container(cfg.model, resolve=True), cfg.model.init_from)
+        reuse["tokenizer"] = pretrained["tokenizer"]
     if resume_from is not None:
         reuse["tokenizer"] = resume_from["tokenizer"]
         reuse["label_names"] = resume_from["hyper_parameters"]["label_names"]
@@ -77,6 +83,9 @@ def build(
         tokenizer=datamodule.tokenizer_json(),
         label_names=datamodule.label_names,
     )
+    if pretrained is not None and resume_from is None:  # a resumed run has its own weights
+        copied = init_from_pretrained(model.net, pretrained["weights"])
+        log.info("model.init_from=%s: %d pretrained tensors copied into the encoder", cfg.model.init_from, len(copied))
     return datamodule, model, trainer
 
 
@@ -120,7 +129,14 @@ def train(cfg: DictConfig) -> dict[str, float]:
         check_resume(resume_from, cfg.model, ckpt_path)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
-    datamodule, model, trainer = build(cfg, resume_from)
+    pretrained = None
+    if cfg.model.get("init_from"):  # a bad path fails here; "pretrain" pretrains, or reuses the cached encoder
+        init_from = str(cfg.model.init_from)
+        path = pretrained_encoder(cfg) if init_from == "pretrain" and resume_from is None else init_from
+        pretrained = read_pretrained(path) if path != "pretrain" else None
+        if cfg.get("seed") is not None:  # pretraining seeds with its own seed: the fine-tuning starts from `seed`
+            L.seed_everything(cfg.seed, workers=True)
+    datamodule, model, trainer = build(cfg, resume_from, pretrained)
     config = OmegaConf.to_container(cfg, resolve=True)
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     log_hyperparameters(trainer.loggers, config, overrides=overrides)

@@ -15,7 +15,7 @@ _NAMES_BY_MODULE = {
     "pii": ("PII_TOKENS", "scrub_pii"),
     "sampler": ("BucketBatchSampler",),
     "settings": ("check_data_settings",),
-    "tokenizer": ("CLS_ID", "PAD_ID", "UNK_ID", "load_tokenizer", "save_tokenizer", "train_tokenizer"),
+    "tokenizer": ("CLS_ID", "MASK_ID", "PAD_ID", "UNK_ID", "load_tokenizer", "save_tokenizer", "train_tokenizer"),
     "toy": ("make_toy_splits",),
 }
 _WHERE = {name: module for module, names in _NAMES_BY_MODULE.items() for name in names}

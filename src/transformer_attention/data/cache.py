@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-CACHE_VERSION = 1  # bump when tokenization code changes what the same inputs produce
+CACHE_VERSION = 2  # bump when tokenization code changes what the same inputs produce
 
 
 def fingerprint(*parts: object, texts: Sequence[str] = ()) -> str:

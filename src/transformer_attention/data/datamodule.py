@@ -291,6 +291,14 @@ class ReviewDataModule(L.LightningDataModule):
             log.info("data %s: %s split tokenized before, read from the cache %s", self.name, split, self.cache_dir)
         return EncodedDataset(ids, labels, texts)
 
+    def load(self) -> dict[str, dict[str, list]]:
+        """The checked raw splits, `{split: {"text": [...], "label": [ids]}}` (validation carved if need be);
+        read once. What pretraining (unlabelled.py) takes its texts from."""
+        if not self.raw:
+            self.raw = self._load_raw()
+            self._check_required()
+        return self.raw
+
     def require_split(self, split: str, fix: str) -> None:
         """Make `split` one the data must have: checked as soon as the data is loaded (before the tokenizer
         is trained), a DataError with `fix` (what the caller's user can change) when it is missing."""
@@ -308,8 +316,7 @@ class ReviewDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         """Load, check and tokenize: all splits for "fit" (or None), only the one a test/validate/predict needs."""
         if not self.raw:
-            self.raw = self._load_raw()
-            self._check_required()
+            self.load()
             if self.tokenizer is None:
                 self._make_tokenizer()
             # truncation is part of the tokenizer, so the saved one (and the checkpoint's) cuts like training did

@@ -1,7 +1,8 @@
 """Train, save and load a WordPiece tokenizer (Hugging Face `tokenizers`) on the train split.
 
-Special tokens: [PAD] = 0, [UNK] = 1, [CLS] = 2; every encoding starts with [CLS], so the
-classifier can pool it. Text is lowercased, accents are stripped and IMDB's `<br />` is a space.
+Special tokens: [PAD] = 0, [UNK] = 1, [CLS] = 2, [MASK] = 3 (what masked-language-model pretraining
+puts in place of a hidden word); every encoding starts with [CLS], so the classifier can pool it.
+Text is lowercased, accents are stripped and IMDB's `<br />` is a space.
 With `scrub_pii`, the normalizer also replaces PII by placeholder tokens (special, never split), so the
 saved tokenizer scrubs whatever text it is given later, at predict time included.
 """
@@ -18,9 +19,9 @@ from tqdm import tqdm
 
 from .pii import PII_PATTERNS
 
-PAD, UNK, CLS = "[PAD]", "[UNK]", "[CLS]"
-SPECIAL_TOKENS = [PAD, UNK, CLS]  # ids 0, 1, 2
-PAD_ID, UNK_ID, CLS_ID = 0, 1, 2
+PAD, UNK, CLS, MASK = "[PAD]", "[UNK]", "[CLS]", "[MASK]"
+SPECIAL_TOKENS = [PAD, UNK, CLS, MASK]  # ids 0, 1, 2, 3
+PAD_ID, UNK_ID, CLS_ID, MASK_ID = 0, 1, 2, 3
 PROGRESS_MIN_TEXTS = 10_000  # show a progress bar when encoding at least this many texts
 ENCODE_CHUNK = 2_000
 
@@ -58,7 +59,7 @@ def train_tokenizer(
     tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
     tok = _with_special_tokens(tok, special)
     tok.post_processor = processors.TemplateProcessing(single=f"{CLS} $A", special_tokens=[(CLS, CLS_ID)])
-    assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == [PAD_ID, UNK_ID, CLS_ID]
+    assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == [PAD_ID, UNK_ID, CLS_ID, MASK_ID]
     return tok
 
 

@@ -72,19 +72,26 @@ class TransformerClassifier(nn.Module):
         """tokens (B, T) long; mask (B, T) bool, True = real token (built from pad_id if None)."""
         if mask is None:
             mask = padding_mask(tokens, self.pad_id)  # (B, T)
-        x = self.embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T, D)
-        x = self.pos_encoder(x)
         cls = self.config.pooling == "cls"
         # [CLS] pooling reads one row of the last layer: compute that row alone there (the maps
         # for need_weights want every row)
         last_rows = 1 if cls and not need_weights else None
-        x, attentions = self.encoder(x, mask=mask, need_weights=need_weights, last_rows=last_rows)  # (B, T|1, D)
+        x, attentions = self.encode(tokens, mask, need_weights=need_weights, last_rows=last_rows)  # (B, T|1, D)
         if cls:
             pooled = x[:, 0]  # (B, D): the [CLS] token
         else:
             m = mask.unsqueeze(-1).to(x.dtype)  # (B, T, 1)
             pooled = (x * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)  # (B, D)
         return ClassifierOutput(self.head(pooled), attentions)
+
+    def encode(
+        self, tokens: torch.Tensor, mask: torch.Tensor, need_weights: bool = False, last_rows: int | None = None
+    ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        """Every token's vector from the last layer, (B, T, D) (the first `last_rows` rows only, if given):
+        what the head pools, and what masked-language-model pretraining (pretraining.py) predicts words from."""
+        x = self.embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T, D)
+        x = self.pos_encoder(x)
+        return self.encoder(x, mask=mask, need_weights=need_weights, last_rows=last_rows)
 
 
 def _with_settings(config: EncoderConfig, settings: dict[str, Any]) -> EncoderConfig:
