@@ -2,6 +2,7 @@
 
     python benchmarks/baselines.py [--data-root ../shared/data] [--json benchmarks/results/baselines.json]
         [--runs rotten_tomatoes=outputs/train/multiruns/<time> imdb=outputs/train/runs/<time> ...]
+        (name a recipe: rotten_tomatoes/pretrained=<folder>; several per dataset are printed in turn)
 
 Prints a table (dataset, features, validation and test accuracy, fit seconds) and writes JSON; with
 `--runs`, the transformer runs under each folder (their `test/acc`, from metrics.csv) are printed beside.
@@ -25,17 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_splits(folder: Path, val_fraction: float = 0.1, seed: int = 42) -> dict[str, pd.DataFrame]:
-    splits = {p.stem: pd.read_parquet(p) for p in folder.glob("*.parquet")}
-    if "validation" not in splits:
-        # the data module's carve: a seeded permutation of train (torch.randperm), first val_fraction
-        import torch
+    """The splits exactly as the data module builds them: its validation carve (when the data has none) and
+    its removal of train rows that share text with validation, so both models see the same rows."""
+    from transformer_attention.data.datamodule import ReviewDataModule
 
-        train = splits["train"]
-        perm = torch.randperm(len(train), generator=torch.Generator().manual_seed(seed)).tolist()
-        n_val = max(1, int(len(perm) * val_fraction))
-        splits["validation"] = train.iloc[sorted(perm[:n_val])]
-        splits["train"] = train.iloc[sorted(perm[n_val:])]
-    return splits
+    raw = ReviewDataModule(name="local", path=str(folder), val_fraction=val_fraction, split_seed=seed).load()
+    return {split: pd.DataFrame(cols) for split, cols in raw.items()}
 
 
 def clean(texts: pd.Series) -> list[str]:
@@ -72,19 +68,30 @@ def transformer_results(folder: Path) -> dict:
     each run's metrics.csv."""
     from transformer_attention.metrics_file import final_metrics
 
-    accs, vals = [], []
+    accs, vals, starts = [], [], set()
     for run in sorted({p.parents[2] for p in folder.glob("**/csv/version_*/metrics.csv")}):
         final = final_metrics(run)
         if "test/acc" in final:
             accs.append(final["test/acc"])
             vals.append(final["val/acc_best"])
+            starts.add(_init_from(run))
     return {
         "runs": len(accs),
+        "init_from": sorted(starts),
         "test_acc": accs,
         "val_acc_best": vals,
         "test_mean": float(np.mean(accs)) if accs else None,
         "test_std": float(np.std(accs)) if accs else None,
     }
+
+
+def _init_from(run: Path) -> str:
+    """How a run's encoder started: "scratch", or its model.init_from (a pretrained checkpoint, "pretrain")."""
+    import yaml
+
+    config = run / ".hydra" / "config.yaml"
+    model = (yaml.safe_load(config.read_text()) or {}).get("model", {}) if config.exists() else {}
+    return str(model.get("init_from") or "scratch")
 
 
 def main() -> None:
@@ -94,7 +101,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "baselines.json")
     parser.add_argument("--runs", nargs="*", default=[], help="dataset=run-or-sweep-folder of transformer runs")
     args = parser.parse_args()
-    runs = dict(r.split("=", 1) for r in args.runs)
+    runs: dict[str, list[tuple[str, str]]] = {}  # dataset -> [(label, folder)]; "dataset/label=folder" labels one
+    for r in args.runs:
+        name, folder = r.split("=", 1)
+        dataset, _, label = name.partition("/")
+        runs.setdefault(dataset, []).append((label or "transformer", folder))
     rows = []
     for name in args.datasets:
         splits = load_splits(args.data_root / name)
@@ -106,13 +117,14 @@ def main() -> None:
                 f"test {r['test_acc']:.4f}  ({r['seconds']} s)",
                 flush=True,
             )
-        if name in runs:
-            t = transformer_results(Path(runs[name]))
-            rows.append({"dataset": name, "features": "transformer", "folder": runs[name], **t})
+        for label, folder in runs.get(name, []):
+            t = transformer_results(Path(folder))
+            rows.append({"dataset": name, "features": label, "folder": folder, **t})
             if t["runs"]:
                 print(
-                    f"{name:<16} {'transformer':<16} {t['runs']} run(s)  test {t['test_mean']:.4f} "
-                    f"+- {t['test_std']:.4f}  {[round(a, 4) for a in t['test_acc']]}",
+                    f"{name:<16} {label:<16} {t['runs']} run(s)  test {t['test_mean']:.4f} "
+                    f"+- {t['test_std']:.4f}  {[round(a, 4) for a in t['test_acc']]}  encoder from: "
+                    f"{', '.join(t['init_from'])}",
                     flush=True,
                 )
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from filelock import FileLock
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
@@ -163,16 +164,19 @@ def pretrained_encoder(cfg: DictConfig) -> str:
     data = _data(cfg)
     key = cache_key(cfg, data)
     cached = Path(cfg.paths.cache_dir) / "pretrained" / f"mlm-{key}.ckpt"
-    if cached.exists():
-        log.info("model.init_from=pretrain: the encoder pretrained before on the same texts and settings, %s", cached)
-        return str(cached)
-    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
-    out_dir = Path(cfg.paths.log_dir) / "pretrain" / "runs" / stamp
-    log.info(
-        "model.init_from=pretrain: no encoder in the cache for these texts and settings; pretraining in %s", out_dir
-    )
-    best = pretrain(cfg, out_dir, data)
-    store(best, cached)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    # parallel sweep jobs (hydra/launcher=joblib) wait for the one that pretrains, then read its encoder
+    with FileLock(str(cached.with_suffix(".lock"))):
+        if cached.exists():
+            log.info(
+                "model.init_from=pretrain: the encoder pretrained before on the same texts and settings, %s", cached
+            )
+            return str(cached)
+        stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
+        out_dir = Path(cfg.paths.log_dir) / "pretrain" / "runs" / stamp
+        log.info("model.init_from=pretrain: no encoder cached for these texts and settings; pretraining in %s", out_dir)
+        best = pretrain(cfg, out_dir, data)
+        store(best, cached)
     return str(cached)
 
 
