@@ -196,3 +196,18 @@ def test_pretrain_entry_then_train_from_it_and_from_the_cache(tmp_path: Path):
     again = run_entry("train.py", *common, "model.init_from=pretrain", "trainer.limit_train_batches=2")
     assert "pretrained before on the same texts and settings" in again.stdout + again.stderr
     assert len(run_dirs(log_dir, "pretrain")) == 1
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("pretrain.mask_prob=1.5", "pretrain.mask_prob=1.5 must be a number in (0, 1)"),
+        ("pretrain.precision=fp8", "pretrain.precision='fp8' must be one of auto"),
+        ("model.init_from=missing.ckpt", "model.init_from='missing.ckpt' is not a file"),
+    ],
+)
+def test_bad_pretraining_settings_fail_in_one_line_before_any_data_is_read(tiny_overrides, override, message):
+    proc = run_entry("train.py", *tiny_overrides, override, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert "tokenizing" not in proc.stderr + proc.stdout

@@ -64,6 +64,7 @@ def check_config(cfg: DictConfig) -> None:
             f"lower data.max_length or raise model.max_len (e.g. model.max_len={max_length})"
         )
     _check_trainer(_values(cfg.get("trainer")))
+    _check_pretrain(_values(cfg.get("pretrain")), model.get("init_from"))
     if HydraConfig.initialized():
         hydra = HydraConfig.get()
         check_added_keys(cfg, list(hydra.overrides.task), groups=list(hydra.runtime.choices))
@@ -84,6 +85,39 @@ def _check_training(model: dict, optimizer: dict, scheduler: dict) -> None:
     for key, (value, allowed, ok, example) in ranges.items():
         if value is not None and (not _is_number(value) or value < 0 or not ok(value)):
             raise ConfigError(f"{key}={value!r} must be {allowed}: e.g. {key}={example}")
+
+
+PRETRAIN_PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true")
+
+
+def _check_pretrain(pretrain: dict, init_from: Any) -> None:
+    """`pretrain.*` (conf/mlm) and `model.init_from`: checked before any data is read or tokenizer trained."""
+    rules = {  # key: (is the value allowed, what it must be, an example)
+        "mask_prob": (lambda v: _is_number(v) and 0 < v < 1, "a number in (0, 1)", 0.15),
+        "holdout": (lambda v: _is_number(v) and 0 < v < 1, "a number in (0, 1)", 0.02),
+        "dropout": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)", 0.0),
+        "max_length": (lambda v: _is_whole(v) and v >= 2, "a whole number >= 2", 128),
+        "batch_size": (lambda v: _is_whole(v) and v >= 1, "a whole number >= 1", 64),
+        "max_epochs": (lambda v: _is_whole(v) and v >= 1, "a whole number >= 1", 2),
+        "precision": (lambda v: v in PRETRAIN_PRECISIONS, f"one of {', '.join(PRETRAIN_PRECISIONS)}", "auto"),
+        "extra_texts": (
+            lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v),
+            "a list of files, folders or hub names",
+            "[../shared/data/imdb]",
+        ),
+    }
+    for key, (ok, allowed, example) in rules.items():
+        if key in pretrain and not ok(pretrain[key]):
+            raise ConfigError(f"pretrain.{key}={pretrain[key]!r} must be {allowed}: e.g. pretrain.{key}={example}")
+    if init_from is not None and init_from != "pretrain" and not os.path.isfile(str(init_from)):
+        raise ConfigError(
+            f"model.init_from={init_from!r} is not a file: give a checkpoint pretrain.py wrote "
+            "(outputs/pretrain/runs/<time>/checkpoints/mlm_<step>.ckpt), or model.init_from=pretrain to pretrain first"
+        )
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_trainer(trainer: dict) -> None:
