@@ -19,6 +19,7 @@ from typing import Any
 import lightning as L
 import torch
 from filelock import FileLock
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
@@ -190,12 +191,18 @@ def store(checkpoint: Path, cached: Path) -> None:
 
 def main(cfg: DictConfig) -> str:
     """Hydra task function of pretrain.py: pretrain in this run's folder, keep the result in the cache too."""
-    if cfg.model.get("init_from"):
+    if cfg.model.get("init_from") not in (None, "pretrain"):  # a recipe's "pretrain" is what this run does
         raise ConfigError(f"model.init_from={cfg.model.init_from!r} is for train.py: pretrain.py starts from scratch")
     data = _data(cfg)
     best = pretrain(cfg, Path(cfg.paths.output_dir), data)
     cached = Path(cfg.paths.cache_dir) / "pretrained" / f"mlm-{cache_key(cfg, data)}.ckpt"
     store(best, cached)
-    sizes = ", ".join(f"model.{k}={cfg.model.get(k)}" for k in ARCHITECTURE)
-    print(f"pretrained encoder: {best}\nfine-tune it: python train.py model.init_from={best} {sizes}")
+    # the command to fine-tune it: this run's own overrides (data, model sizes), pretraining's own left out
+    given = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    kept = [o for o in given if not o.lstrip("+~").startswith(("pretrain.", "tags", "hydra"))]
+    named = {o.split("=", 1)[0] for o in kept}
+    sizes = [f"model.{k}={str(cfg.model.get(k)).lower()}" for k in ARCHITECTURE if f"model.{k}" not in named]
+    print(
+        f"pretrained encoder: {best}\nfine-tune it: python train.py {' '.join([*kept, *sizes])} model.init_from={best}"
+    )
     return str(best)
