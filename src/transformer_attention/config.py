@@ -134,6 +134,13 @@ def _check_trainer(trainer: dict) -> None:
         )
     accelerator = trainer.get("accelerator")
     devices = trainer.get("devices")
+    strategy = trainer.get("strategy", "auto")
+    strategy = str(strategy.get("_target_", strategy) if isinstance(strategy, dict) else strategy).rsplit(".", 1)[-1]
+    if trainer.get("precision") == "auto" and (devices not in (1, "1", None) or "ddp" in strategy.lower()):
+        raise ConfigError(
+            f"trainer.precision=auto times one process, not {devices} device(s) (strategy {strategy}): "
+            "set trainer.precision=32-true or trainer.precision=bf16-mixed"
+        )
     if accelerator == "cpu" and isinstance(devices, int) and not isinstance(devices, bool):
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         if devices > cores:

@@ -39,7 +39,9 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     datamodule.require_split("test", fix=fix)
     datamodule.setup("test")  # the data is read and checked against the checkpoint before the trainer starts
     callbacks, loggers = instantiate_list(cfg.get("callbacks")), instantiate_list(cfg.get("logger"))
-    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    # precision=auto picks a training precision by timing training steps; a test needs none of that
+    precision = {"precision": "32-true"} if cfg.trainer.get("precision") == "auto" else {}
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **precision)
     log_hyperparameters(trainer.loggers, OmegaConf.to_container(cfg, resolve=True))
     trainer.test(module, datamodule=datamodule)
     return {k: float(v) for k, v in trainer.callback_metrics.items()}

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 from filelock import FileLock
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
@@ -30,11 +29,10 @@ from .data import cache
 from .data.unlabelled import PretrainingData
 from .errors import ConfigError
 from .model.config import encoder_fields
+from .precision import pick_precision
 from .pretraining import ARCHITECTURE, MaskedLMModule
 
 log = logging.getLogger(__name__)
-
-PRECISIONS = ("32-true", "bf16-mixed")
 
 
 def _settings(cfg: DictConfig) -> dict[str, Any]:
@@ -69,33 +67,6 @@ def cache_key(cfg: DictConfig, data: PretrainingData) -> str:
     parts = ("mlm", sorted(recipe.items(), key=str), sorted(_settings(cfg).items()))
     tokenizer = (d.vocab_size_target, d.min_frequency, d.scrub_pii, d.max_length)
     return cache.fingerprint(*parts, tokenizer, texts=texts["train"] + ["\0"] + texts["validation"])
-
-
-def pick_precision(module: MaskedLMModule, batch: dict[str, torch.Tensor], steps: int = 3) -> str:
-    """The faster of fp32 and bf16 autocast for `module`'s training step on this CPU, timed on `batch`
-    (bf16 was 1.3x faster on one of our machines, with avx512_bf16, and 10x slower on another, AVX2 only).
-    bf16 must win by 10% to be picked. The module's weights are restored afterwards."""
-    state = {k: v.clone() for k, v in module.state_dict().items()}
-    times = {}
-    for precision in PRECISIONS:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
-            samples = []
-            for _ in range(steps + 1):
-                start = time.perf_counter()
-                loss, _ = module.model_step(batch)
-                loss.backward()
-                samples.append(time.perf_counter() - start)
-        module.zero_grad(set_to_none=True)
-        times[precision] = min(samples[1:])  # the first step warms up
-    module.load_state_dict(state)
-    chosen = "bf16-mixed" if times["bf16-mixed"] < 0.9 * times["32-true"] else "32-true"
-    log.info(
-        "precision=auto: a training step takes %.0f ms in fp32, %.0f ms in bf16-mixed here: %s",
-        1000 * times["32-true"],
-        1000 * times["bf16-mixed"],
-        chosen,
-    )
-    return chosen
 
 
 def pretrain(cfg: DictConfig, out_dir: Path, data: PretrainingData | None = None) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import signal
@@ -21,6 +22,7 @@ from .checkpoint import AtomicCheckpointIO, check_resume, load_checkpoint, resum
 from .errors import ConfigError, printable
 from .hparams import log_hyperparameters
 from .metrics_file import continue_header
+from .precision import pick_precision
 from .pretrain import pretrained_encoder
 from .pretraining import check_architecture, init_from_pretrained, read_pretrained
 from .runs import in_sweep, print_config_tree
@@ -57,7 +59,9 @@ def build(
     callbacks = instantiate_list(cfg.get("callbacks"))
     loggers = instantiate_loggers(cfg.get("logger"), resume_step=(resume_from or {}).get("global_step"))
     plugins = {} if cfg.trainer.get("plugins") else {"plugins": [AtomicCheckpointIO()]}  # no truncated .ckpt
-    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, **plugins)
+    auto = cfg.trainer.get("precision") == "auto"  # measured once the model and a batch exist (precision.py)
+    make_trainer = functools.partial(instantiate, cfg.trainer, callbacks=callbacks, logger=loggers or False, **plugins)
+    trainer = None if auto else make_trainer()
     make_model = instantiate(cfg.model, _partial_=True)  # a bad model._target_ fails here, not after the data
     reuse: dict[str, Any] = {"output_dir": cfg.paths.output_dir}
     if pretrained is not None:
@@ -86,6 +90,10 @@ def build(
     if pretrained is not None and resume_from is None:  # a resumed run has its own weights
         copied = init_from_pretrained(model.net, pretrained["weights"])
         log.info("model.init_from=%s: %d pretrained tensors copied into the encoder", cfg.model.init_from, len(copied))
+    if auto:
+        on_cpu = cfg.trainer.get("accelerator", "cpu") == "cpu"
+        batch = next(iter(datamodule.train_dataloader()))
+        trainer = make_trainer(precision=pick_precision(model, batch, what="trainer.") if on_cpu else "bf16-mixed")
     return datamodule, model, trainer
 
 
