@@ -211,3 +211,16 @@ def test_bad_pretraining_settings_fail_in_one_line_before_any_data_is_read(tiny_
     assert proc.returncode != 0
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert "tokenizing" not in proc.stderr + proc.stdout
+
+
+def test_extra_texts_need_no_label_column_and_a_missing_path_is_named(tmp_path: Path):
+    from transformer_attention.data.sources import load_texts
+    from transformer_attention.errors import DataError
+
+    source = tmp_path / "reviews.csv"
+    source.write_text("review\n10\na plain unlabelled review\n \n")
+    assert load_texts(str(source), text_column="review") == ["10", "a plain unlabelled review"]
+    with pytest.raises(DataError, match="pretrain.text_column='text' is not a column"):
+        load_texts(str(source))
+    with pytest.raises(DataError, match=r"'\./nowhere/imdb' does not exist"):
+        load_texts("./nowhere/imdb")

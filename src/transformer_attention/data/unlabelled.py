@@ -8,9 +8,7 @@ are 0: pretraining reads none), with a held-out share of the texts as its "valid
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 import lightning as L
 import numpy as np
@@ -22,30 +20,10 @@ from . import cache
 from .batches import EncodedDataset, collate
 from .datamodule import ReviewDataModule
 from .sampler import BucketBatchSampler
-from .sources import _load, _our_splits
+from .sources import load_texts
 from .tokenizer import CLS_ID, PAD_ID, encode, train_tokenizer
 
 log = logging.getLogger(__name__)
-
-
-def load_texts(source: str, text_column: str = "text") -> list[str]:
-    """The train split's texts of `source`: a local file or folder (as `data.path` takes) or a hub name.
-    Only the train split: an extra source's validation and test texts are never read."""
-    where = Path(source)
-    path, name = (str(where), "local") if where.exists() else (None, source)
-    if path is None and ("/" in source.strip("./") or source.startswith(".")) and not _hub_like(source):
-        raise DataError(f"pretrain.extra_texts: {source!r} does not exist (relative paths start at {Path.cwd()})")
-    described, dsets = _load(name, path, None, label_column=text_column)
-    train = _our_splits(described, dsets, None)["train"]
-    if text_column not in train.column_names:
-        raise DataError(
-            f"pretrain.text_column={text_column!r} is not a column of {source!r}; columns: {train.column_names}"
-        )
-    return [t for t in train[text_column] if isinstance(t, str) and t.strip()]
-
-
-def _hub_like(source: str) -> bool:
-    return re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", source) is not None
 
 
 def normalized(text: str) -> str:
