@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from transformer_attention.data import DataError, ReviewDataModule, load_tokenizer, make_toy_splits
-from transformer_attention.data import datamodule as datamodule_module
+from transformer_attention.data import cache as cache_module
 from transformer_attention.data.labels import labels_to_ids
 from transformer_attention.data.tokenizer import encode, train_tokenizer
 from transformer_attention.data.toy import TUTORIAL
@@ -289,8 +289,9 @@ def test_second_setup_reads_the_cache(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("tokenized again despite the cache")
 
-    monkeypatch.setattr(datamodule_module, "encode", boom)
-    monkeypatch.setattr(datamodule_module, "train_tokenizer", boom)
+    # the data module tokenizes and trains through the cache's helpers (data/cache.py)
+    monkeypatch.setattr(cache_module, "encode", boom)
+    monkeypatch.setattr(cache_module, "train_tokenizer", boom)
     second = module(tmp_path / "d", cache_dir=str(cache_dir))
     second.setup("fit")
     assert second.tokenizer_json() == first.tokenizer_json()

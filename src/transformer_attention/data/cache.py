@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from .tokenizer import encode, train_tokenizer
+
 CACHE_VERSION = 2  # bump when tokenization code changes what the same inputs produce
 
 
@@ -72,3 +74,31 @@ def save_tokenizer_cached(cache_dir: str | Path, key: str, tok: Tokenizer) -> Pa
     path = Path(cache_dir) / f"tokenizer-{key}.json"
     _atomic_write(path, lambda f: f.write(tok.to_str().encode()))
     return path
+
+
+def trained_tokenizer(
+    cache_dir: str | Path | None, texts: Sequence[str], vocab_size: int, min_frequency: int, scrub_pii: bool
+) -> Tokenizer:
+    """The tokenizer `train_tokenizer` makes of `texts` with these settings: from the cache when it was
+    trained before (`cache_dir` None: always trained), else trained and stored."""
+    key = fingerprint("tokenizer", vocab_size, min_frequency, scrub_pii, texts=texts)
+    tok = load_tokenizer_cached(cache_dir, key) if cache_dir else None
+    if tok is None:
+        tok = train_tokenizer(texts, vocab_size, min_frequency, scrub_pii=scrub_pii)
+        if cache_dir:
+            save_tokenizer_cached(cache_dir, key, tok)
+    return tok
+
+
+def encoded(
+    cache_dir: str | Path | None, tok: Tokenizer, texts: Sequence[str], max_length: int, desc: str
+) -> tuple[list[np.ndarray], bool]:
+    """`encode(tok, texts, max_length)`, from the cache when done before; and whether it came from there."""
+    key = fingerprint("ids", tok.to_str(), max_length, texts=texts)
+    ids = load_ids(cache_dir, key) if cache_dir else None
+    if ids is not None:
+        return ids, True
+    ids = encode(tok, texts, max_length, desc=desc)
+    if cache_dir:
+        save_ids(cache_dir, key, ids)
+    return ids, False

@@ -28,7 +28,7 @@ from .pii import scrub_pii
 from .sampler import BucketBatchSampler
 from .settings import check_data_settings
 from .sources import load_columns
-from .tokenizer import PAD_ID, encode, load_tokenizer, save_tokenizer, train_tokenizer
+from .tokenizer import PAD_ID, load_tokenizer, save_tokenizer
 from .toy import LABEL_NAMES as TOY_LABEL_NAMES
 from .toy import make_toy_splits
 
@@ -265,13 +265,8 @@ class ReviewDataModule(L.LightningDataModule):
     def _make_tokenizer(self) -> None:
         """Train the tokenizer on the train texts, or take it from the cache; truncation at max_length."""
         texts = self.raw["train"]["text"]
-        key = cache.fingerprint("tokenizer", self.vocab_size_target, self.min_frequency, self.scrub_pii, texts=texts)
-        tok = cache.load_tokenizer_cached(self.cache_dir, key) if self.cache_dir else None
-        if tok is None:
-            tok = train_tokenizer(texts, self.vocab_size_target, self.min_frequency, scrub_pii=self.scrub_pii)
-            if self.cache_dir:
-                cache.save_tokenizer_cached(self.cache_dir, key, tok)
-        self.tokenizer = tok
+        settings = (self.vocab_size_target, self.min_frequency, self.scrub_pii)
+        self.tokenizer = cache.trained_tokenizer(self.cache_dir, texts, *settings)
 
     def _encode(self, split: str) -> EncodedDataset:
         """Tokenize one split (or read it from the cache) into an EncodedDataset."""
@@ -279,15 +274,8 @@ class ReviewDataModule(L.LightningDataModule):
             hint = "run with test=false, or add a test file / data.split_names.test" if split == "test" else ""
             raise DataError(f"the data has no {split!r} split (splits: {list(self.raw)}); {hint}")
         texts, labels = self.raw[split]["text"], self.raw[split]["label"]
-        ids = None
-        if self.cache_dir:
-            key = cache.fingerprint("ids", self.tokenizer.to_str(), self.max_length, texts=texts)
-            ids = cache.load_ids(self.cache_dir, key)
-        if ids is None:
-            ids = encode(self.tokenizer, texts, self.max_length, desc=f"tokenizing {split}")
-            if self.cache_dir:
-                cache.save_ids(self.cache_dir, key, ids)
-        else:
+        ids, from_cache = cache.encoded(self.cache_dir, self.tokenizer, texts, self.max_length, f"tokenizing {split}")
+        if from_cache:
             log.info("data %s: %s split tokenized before, read from the cache %s", self.name, split, self.cache_dir)
         return EncodedDataset(ids, labels, texts)
 

@@ -21,7 +21,7 @@ from .batches import EncodedDataset, collate
 from .datamodule import ReviewDataModule
 from .sampler import BucketBatchSampler
 from .sources import load_texts
-from .tokenizer import CLS_ID, PAD_ID, encode, train_tokenizer
+from .tokenizer import CLS_ID, PAD_ID
 
 log = logging.getLogger(__name__)
 
@@ -123,13 +123,9 @@ class PretrainingData(L.LightningDataModule):
         corpus = texts["train"] + texts["validation"]
         d = self.data
         if self.tokenizer is None:
-            key = cache.fingerprint("tokenizer", d.vocab_size_target, d.min_frequency, d.scrub_pii, texts=corpus)
-            tok = cache.load_tokenizer_cached(d.cache_dir, key) if d.cache_dir else None
-            if tok is None:
-                tok = train_tokenizer(corpus, d.vocab_size_target, d.min_frequency, scrub_pii=d.scrub_pii)
-                if d.cache_dir:
-                    cache.save_tokenizer_cached(d.cache_dir, key, tok)
-            self.tokenizer = tok
+            self.tokenizer = cache.trained_tokenizer(
+                d.cache_dir, corpus, d.vocab_size_target, d.min_frequency, d.scrub_pii
+            )
         for split in ("train", "validation"):
             rows = windows(self._encode(texts[split], split), self.max_length)
             self.splits[split] = EncodedDataset(rows, [0] * len(rows))
@@ -140,14 +136,8 @@ class PretrainingData(L.LightningDataModule):
         log.info("pretraining corpus (texts, windows of %d): %s, vocab %d", self.max_length, sizes, self.vocab_size)
 
     def _encode(self, texts: list[str], split: str) -> list[np.ndarray]:
-        d, long = self.data, 1_000_000  # whole texts: `windows` cuts them
-        key = cache.fingerprint("ids", self.tokenizer.to_str(), long, texts=texts)
-        ids = cache.load_ids(d.cache_dir, key) if d.cache_dir else None
-        if ids is None:
-            ids = encode(self.tokenizer, texts, long, desc=f"tokenizing pretraining {split}")
-            if d.cache_dir:
-                cache.save_ids(d.cache_dir, key, ids)
-        return ids
+        whole = 1_000_000  # no truncation: `windows` cuts long texts
+        return cache.encoded(self.data.cache_dir, self.tokenizer, texts, whole, f"tokenizing pretraining {split}")[0]
 
     def train_dataloader(self) -> DataLoader:
         data = self.splits["train"]
