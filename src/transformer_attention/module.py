@@ -47,7 +47,39 @@ def _metrics(num_classes: int, prefix: str) -> MetricCollection:
     )
 
 
-class ClassifierModule(L.LightningModule):
+class EncoderModule(L.LightningModule):
+    """What every module that trains a TransformerClassifier shares (ClassifierModule, pretraining's
+    MaskedLMModule): the tokenizer travels in its checkpoints, and AdamW (or the config's `optimizer`)
+    stepped by warmup/cosine (or the config's `scheduler`) optimises it."""
+
+    def __init__(self, tokenizer: str | None = None, optimizer: Any = None, scheduler: Any = None) -> None:
+        super().__init__()
+        # optimizer / scheduler are partials from the config, not plain data a weights_only checkpoint
+        # can hold; the tokenizer (a large JSON string) travels in the checkpoint itself
+        # (on_save_checkpoint), not in hparams.yaml and TensorBoard's HPARAMS tab
+        self.tokenizer_json = tokenizer
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+
+    # ---- checkpoints ---------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["tokenizer"] = self.tokenizer_json
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.tokenizer_json = checkpoint.get("tokenizer", self.tokenizer_json)
+
+    # ---- optimisation --------------------------------------------------------------------
+    def configure_optimizers(self) -> dict:
+        params = param_groups(self, self.optimizer_factory)
+        if self.optimizer_factory is None:
+            optimizer = torch.optim.AdamW(params, lr=1e-3)
+        else:
+            optimizer = self.optimizer_factory(params=params)
+        factory = self.scheduler_factory or warmup_cosine
+        scheduler = factory(optimizer, total_steps=int(self.trainer.estimated_stepping_batches))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+class ClassifierModule(EncoderModule):
     """Cross-entropy training of a TransformerClassifier, AdamW + warmup/cosine by default.
 
     `settings` are EncoderConfig's fields (d_model=..., num_heads=..., ...); with the data's
@@ -67,13 +99,10 @@ class ClassifierModule(L.LightningModule):
         init_from: str | None = None,
         **settings: Any,
     ) -> None:
-        super().__init__()
+        super().__init__(tokenizer, optimizer, scheduler)
         # init_from (model.init_from) is train.py's to act on: it copies pretrained weights in after
         # construction; not a hyperparameter, so a checkpoint of this module never looks for that file
         self.net = TransformerClassifier(vocab_size=vocab_size, num_classes=num_classes, pad_id=pad_id, **settings)
-        # optimizer / scheduler are partials from the config, not plain data a weights_only checkpoint
-        # can hold; the tokenizer (a large JSON string) travels in the checkpoint itself
-        # (on_save_checkpoint), not in hparams.yaml and TensorBoard's HPARAMS tab
         self.save_hyperparameters(
             {
                 "vocab_size": vocab_size,
@@ -84,9 +113,6 @@ class ClassifierModule(L.LightningModule):
                 "label_names": label_names,
             }
         )
-        self.tokenizer_json = tokenizer
-        self.optimizer_factory = optimizer
-        self.scheduler_factory = scheduler
         self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
         self.val_metrics = _metrics(num_classes, "val/")
@@ -135,30 +161,6 @@ class ClassifierModule(L.LightningModule):
         self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
         self.log_dict(self.test_metrics, on_step=False, on_epoch=True)
         return {"preds": preds, "labels": labels}  # for callbacks: the confusion matrix
-
-    # ---- checkpoints ---------------------------------------------------------------------
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["tokenizer"] = self.tokenizer_json
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self.tokenizer_json = checkpoint.get("tokenizer", self.tokenizer_json)
-
-    # ---- optimisation --------------------------------------------------------------------
-    def configure_optimizers(self) -> dict:
-        return optimizers(self, self.optimizer_factory, self.scheduler_factory)
-
-
-def optimizers(module: L.LightningModule, optimizer_factory: Any, scheduler_factory: Any) -> dict:
-    """AdamW (or `optimizer_factory`) over `module`'s parameters, stepped by warmup/cosine (or
-    `scheduler_factory`) over the trainer's steps; what ClassifierModule and MaskedLMModule return."""
-    params = param_groups(module, optimizer_factory)
-    if optimizer_factory is None:
-        optimizer = torch.optim.AdamW(params, lr=1e-3)
-    else:
-        optimizer = optimizer_factory(params=params)
-    factory = scheduler_factory or warmup_cosine
-    scheduler = factory(optimizer, total_steps=int(module.trainer.estimated_stepping_batches))
-    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 def param_groups(module: torch.nn.Module, factory: Any) -> list[dict]:

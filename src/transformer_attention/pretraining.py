@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -24,7 +23,7 @@ from .data.tokenizer import MASK_ID, SPECIAL_TOKENS
 from .errors import CheckpointError, ConfigError
 from .model import TransformerClassifier
 from .model.classifier import ClassifierOutput
-from .module import optimizers
+from .module import EncoderModule
 
 FIRST_WORD_ID = len(SPECIAL_TOKENS)  # ids below are [PAD] [UNK] [CLS] [MASK]: never picked, never drawn
 # what must be equal between a pretrained encoder and the classifier that starts from it
@@ -59,7 +58,7 @@ def mask_tokens(
     return inputs, targets
 
 
-class MaskedLMModule(L.LightningModule):
+class MaskedLMModule(EncoderModule):
     """Masked-language-model training of a TransformerClassifier's encoder. `settings` are EncoderConfig's
     fields, as for ClassifierModule; the checkpoint carries them and the tokenizer, so `model.init_from`
     can rebuild and check the encoder from the file alone."""
@@ -77,7 +76,7 @@ class MaskedLMModule(L.LightningModule):
         seed: int = 0,
         **settings: Any,
     ) -> None:
-        super().__init__()
+        super().__init__(tokenizer, optimizer, scheduler)
         if not 0 < mask_prob < 1:
             raise ConfigError(f"pretrain.mask_prob={mask_prob!r} must be in (0, 1): e.g. pretrain.mask_prob=0.15")
         self.net = TransformerClassifier(vocab_size=vocab_size, num_classes=2, pad_id=pad_id, **settings)
@@ -87,8 +86,6 @@ class MaskedLMModule(L.LightningModule):
         self.mlm_bias = nn.Parameter(torch.zeros(vocab_size))
         hparams = {"vocab_size": vocab_size, "pad_id": pad_id, "mask_prob": mask_prob, "seed": seed}
         self.save_hyperparameters({**hparams, **asdict(self.net.config)})
-        self.tokenizer_json = tokenizer
-        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.train_loss, self.val_loss = MeanMetric(), MeanMetric()
         self.train_acc, self.val_acc = MeanMetric(), MeanMetric()
 
@@ -136,15 +133,6 @@ class MaskedLMModule(L.LightningModule):
         self.val_acc(correct.float())
         self.log("val/mlm_loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log("val/mlm_acc", self.val_acc, on_step=False, on_epoch=True, prog_bar=True)
-
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["tokenizer"] = self.tokenizer_json
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self.tokenizer_json = checkpoint.get("tokenizer", self.tokenizer_json)
-
-    def configure_optimizers(self) -> dict:
-        return optimizers(self, self.optimizer_factory, self.scheduler_factory)
 
 
 # ---- fine-tuning from a pretrained encoder ----------------------------------------------------
