@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import ahocorasick
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, RandomSampler, Subset
@@ -24,6 +21,7 @@ from ..errors import DataError
 from . import cache
 from .batches import EncodedDataset, collate
 from .labels import labels_to_ids
+from .overlap import MIN_CONTAINED_TOKENS, rows_sharing_text
 from .pii import scrub_pii
 from .sampler import BucketBatchSampler
 from .settings import check_data_settings
@@ -33,73 +31,6 @@ from .toy import LABEL_NAMES as TOY_LABEL_NAMES
 from .toy import make_toy_splits
 
 log = logging.getLogger(__name__)
-
-# Texts are compared as lowercase word tokens (a run of word characters, or one other non-space character),
-# joined by single spaces, with one space before and after: " a good film . " holds " good " and " . ",
-# not " goo " or " a g", so every match falls on token boundaries.
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-
-# A train row is removed for *containing* a validation text only when that text has at least this many tokens:
-# a 1-2 token validation row (".", "good", "not good"), common in phrase-level sets such as SST-2, is a
-# fragment of countless unrelated sentences, and banning them all would empty train. Equal texts, and train
-# rows *contained in* a validation text (a phrase of a validation sentence: the leak), count at any length.
-MIN_CONTAINED_TOKENS = 3
-
-# The automaton holds each text's first _PREFIX characters; a hit is confirmed with startswith. A trie of
-# every whole IMDB train review took 20 s and 2 GB to build; of their prefixes, under a second.
-_PREFIX = 64
-
-
-def _normalized(text: str) -> str:
-    """The form texts are compared in for overlap: lowercase tokens joined by single spaces, padded with a
-    space at each end (" " for a text without tokens)."""
-    return " " + " ".join(_TOKEN.findall(text.lower())) + " "
-
-
-def _n_tokens(normalized: str) -> int:
-    """How many tokens a `_normalized` text holds (tokens have no spaces in them)."""
-    return normalized.count(" ") - 1
-
-
-class _PhraseFinder:
-    """Which of many `_normalized` patterns occur in a `_normalized` text, on token boundaries (the patterns
-    carry their padding spaces), in time linear in the text (Aho-Corasick, pyahocorasick), not one `in` per
-    pattern: carving validation compares thousands of texts with tens of thousands."""
-
-    def __init__(self, patterns: Iterable[str]) -> None:
-        self.by_prefix: dict[str, list[str]] = {}
-        for pattern in {p for p in patterns if p.strip()}:  # a text without tokens would be in every text
-            self.by_prefix.setdefault(pattern[:_PREFIX], []).append(pattern)
-        self.automaton = ahocorasick.Automaton()
-        for prefix in self.by_prefix:
-            self.automaton.add_word(prefix, prefix)
-        if self.by_prefix:
-            self.automaton.make_automaton()
-
-    def iter(self, text: str) -> Iterator[str]:
-        """The patterns found in `text`, once per place each starts."""
-        if not self.by_prefix:
-            return
-        for end, prefix in self.automaton.iter(text):
-            start = end - len(prefix) + 1
-            for pattern in self.by_prefix[prefix]:
-                if text.startswith(pattern, start):
-                    yield pattern
-
-
-def _rows_sharing_text(
-    train_texts: list[str], val_texts: list[str], min_contained_tokens: int = MIN_CONTAINED_TOKENS
-) -> list[int]:
-    """Indices of the train texts that share text with validation, compared as `_normalized` token strings:
-    equal to a validation text, contained in one (any length: a phrase of a validation sentence leaks it into
-    training), or containing one of at least `min_contained_tokens` tokens (a review quoting a validation
-    review; shorter validation texts are fragments too common to ban, see MIN_CONTAINED_TOKENS)."""
-    train_norm = [_normalized(t) for t in train_texts]
-    val_norm = {_normalized(t) for t in val_texts}
-    in_train = _PhraseFinder(train_norm)
-    contained = {t for v in val_norm for t in in_train.iter(v)}  # train texts inside (or equal to) a validation one
-    in_val = _PhraseFinder(v for v in val_norm if _n_tokens(v) >= min_contained_tokens)
-    return [i for i, t in enumerate(train_norm) if t in contained or next(in_val.iter(t), None) is not None]
 
 
 class ReviewDataModule(L.LightningDataModule):
@@ -240,7 +171,7 @@ class ReviewDataModule(L.LightningDataModule):
         val = {k: [v[i] for i in val_idx] for k, v in train.items()}
         for k, v in list(train.items()):
             train[k] = [v[i] for i in train_idx]
-        overlap = set(_rows_sharing_text(train["text"], val["text"]))
+        overlap = set(rows_sharing_text(train["text"], val["text"]))
         if overlap:
             n_train = len(train["text"])
             if len(overlap) == n_train:
