@@ -6,12 +6,12 @@ from pathlib import Path
 import hydra
 
 os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))  # outputs/ under the repo, whatever the cwd
-from transformer_attention.runs import run_task  # noqa: E402  (no torch yet: the config is checked first)
+from transformer_attention import cli  # noqa: E402  (no torch yet: the config is checked first)
 
 
 @hydra.main(config_path="conf", config_name="pretrain", version_base="1.3")
 def main(cfg):
-    return run_task("pretrain", cfg)
+    return cli.run("pretrain", cfg)
 
 
 if __name__ == "__main__":

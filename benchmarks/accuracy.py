@@ -25,7 +25,7 @@ from pathlib import Path
 
 from common import RESULTS, ROOT, machine, table, write_json
 
-from transformer_attention.metrics_file import final_metrics
+from transformer_attention.training.metrics import final_metrics
 
 DATA = ROOT.parent / "shared" / "data"
 DATASETS = {"toy": ["data=toy"], "rotten_tomatoes": ["data=rotten_tomatoes", f"data.path={DATA / 'rotten_tomatoes'}"]}

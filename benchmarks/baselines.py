@@ -66,7 +66,7 @@ def run(name: str, splits: dict[str, pd.DataFrame], ngram: int) -> dict:
 def transformer_results(folder: Path) -> dict:
     """test/acc and val/acc_best of every run under `folder` (a run, or a multirun's job folders), from
     each run's metrics.csv."""
-    from transformer_attention.metrics_file import final_metrics
+    from transformer_attention.training.metrics import final_metrics
 
     accs, vals, starts = [], [], set()
     for run in sorted({p.parents[2] for p in folder.glob("**/csv/version_*/metrics.csv")}):

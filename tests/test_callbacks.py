@@ -12,25 +12,36 @@ import pytest
 import torch
 from conftest import ROOT
 from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 from lightning.pytorch.loggers import TensorBoardLogger
 from sklearn.metrics import precision_recall_fscore_support
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-from transformer_attention import callbacks
 from transformer_attention.callbacks import (
     AttentionMapLogger,
     ClassificationReport,
     pick_examples,
 )
 from transformer_attention.data import ReviewDataModule
-from transformer_attention.hparams import flatten_config, log_hyperparameters, result_hparams
-from transformer_attention.html_view import read_attention_data
-from transformer_attention.inference import infer
+from transformer_attention.inference import infer, predict
 from transformer_attention.module import ClassifierModule
-from transformer_attention.plotting import attention_rollout, pooled_rollout, save_attention_png
-from transformer_attention.predict import predict
-from transformer_attention.train import build, instantiate_list
+from transformer_attention.plotting import (
+    AttentionGrid,
+    RolloutBars,
+    attention_rollout,
+    pooled_rollout,
+    save_attention_png,
+)
+from transformer_attention.plotting.html import read_attention_data
+from transformer_attention.training.builders import (
+    TrainerBuilder,
+    build_data,
+    build_loggers,
+    build_model,
+    instantiate_group,
+)
+from transformer_attention.training.hparams import flatten_config, log_hyperparameters, result_hparams
 
 
 def events(log_dir: Path) -> EventAccumulator:
@@ -153,18 +164,18 @@ def test_maps_cost_little(fitted):
 
 def test_examples_mix_classes_and_lengths(fitted):
     maps = fitted.maps
-    labels = [label for name, _, label, _ in maps.examples if name.startswith("example_")]
-    lengths = {len(ids) for name, ids, _, _ in maps.examples if name.startswith("example_")}
-    assert set(labels) == {0, 1} and len(lengths) > 1
-    assert maps.examples[-1][2] is None  # a text of your own has no true label
+    picked = [e for e in maps.examples if e.name.startswith("example_")]
+    assert {e.label for e in picked} == {0, 1} and len({len(e.ids) for e in picked}) > 1
+    assert maps.examples[-1].label is None  # a text of your own has no true label
 
 
 def test_interactive_views_written_at_fit_end(fitted):
     """One offline page per example in <run>/attention/, holding the attention of the last logged step."""
     pages = sorted(p.name for p in (fitted.log_dir / "attention").glob("*.html"))
     assert pages == ["example_0.html", "example_1.html", "example_2.html", "text_0.html"]
-    name, ids, _, _ = fitted.maps.examples[-1]
-    data = read_attention_data((fitted.log_dir / "attention" / f"{name}.html").read_text(encoding="utf-8"))
+    last = fitted.maps.examples[-1]
+    ids = last.ids
+    data = read_attention_data((fitted.log_dir / "attention" / f"{last.name}.html").read_text(encoding="utf-8"))
     (row,) = infer(fitted.module, [ids], pad_id=fitted.dm.pad_id, need_weights=True)  # the trained model
     assert data["tokens"] == [fitted.dm.tokenizer.id_to_token(int(t)) for t in ids]
     for layer, weights in enumerate(row.attentions):
@@ -186,9 +197,9 @@ def test_maps_and_predict_share_one_inference_path(fitted, monkeypatch):
     maps = AttentionMapLogger(num_examples=0, texts=[text], mean=False)
     maps.on_fit_start(fitted.trainer, module)
     drawn, bars = [], []
-    render, render_bars = callbacks.AttentionGrid.render, callbacks.RolloutBars.render
-    monkeypatch.setattr(callbacks.AttentionGrid, "render", lambda g, m, s: drawn.append((m, s)) or render(g, m, s))
-    monkeypatch.setattr(callbacks.RolloutBars, "render", lambda b, x, s: bars.append(x) or render_bars(b, x, s))
+    render, render_bars = AttentionGrid.render, RolloutBars.render
+    monkeypatch.setattr(AttentionGrid, "render", lambda g, m, s: drawn.append((m, s)) or render(g, m, s))
+    monkeypatch.setattr(RolloutBars, "render", lambda b, x, s: bars.append(x) or render_bars(b, x, s))
     maps.log_maps(fitted.trainer, module)
     maps.wait()  # the writer thread has written this call's images
     (p,) = predict(module, [text], need_weights=True)
@@ -281,7 +292,7 @@ def test_classification_report_matches_sklearn(fitted):
 def test_config_switch(tmp_path, override, expected):
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("train", overrides=[f"paths.output_dir={tmp_path}", *override])
-    kinds = [type(c) for c in instantiate_list(cfg.callbacks)]
+    kinds = [type(c) for c in instantiate_group(cfg.callbacks)]
     assert (AttentionMapLogger in kinds) is expected
     assert ClassificationReport in kinds
 
@@ -324,7 +335,11 @@ def test_toy_training_attends_to_the_negation(tmp_path):
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("train", overrides=overrides)
     L.seed_everything(cfg.seed)
-    dm, module, trainer = build(cfg)
+    trainers = TrainerBuilder(cfg.trainer, instantiate_group(cfg.callbacks), build_loggers(cfg.logger))
+    dm = build_data(cfg.data, output_dir=str(tmp_path))
+    dm.setup("fit")
+    module = build_model(instantiate(cfg.model, _partial_=True), dm)
+    trainer = trainers.for_model(module, dm)
     before = {text: cls_on_negation(*attend(module, dm.tokenizer, text)) for text in NEGATED}
     trainer.fit(module, datamodule=dm)
     assert trainer.callback_metrics["val/acc"] > 0.9  # it learned the task, where negation decides a ninth

@@ -11,9 +11,12 @@ import torch
 from conftest import run_entry
 from omegaconf import OmegaConf
 
-from transformer_attention.checkpoint import CheckpointError, check_resume, load_checkpoint, load_module, run_dir_of
 from transformer_attention.data import train_tokenizer
+from transformer_attention.errors import CheckpointError
+from transformer_attention.files import run_dir_of
 from transformer_attention.module import ClassifierModule
+from transformer_attention.training.checkpoint import load_checkpoint, load_module
+from transformer_attention.training.resume import check_matches
 
 TEXTS = ["a good film", "a bad film", "not good at all", "not bad at all", "the plot is dull", "great acting"]
 
@@ -185,9 +188,9 @@ def test_run_dir_of_finds_hydra_run_folders(tmp_path: Path):
 
 def test_resume_with_another_model_names_the_keys(ckpt_file: Path):
     ckpt = load_checkpoint(ckpt_file)
-    check_resume(ckpt, OmegaConf.create({"d_model": 16, "num_heads": 2, "_target_": "x"}), ckpt_file)
+    check_matches(ckpt, OmegaConf.create({"d_model": 16, "num_heads": 2, "_target_": "x"}), ckpt_file)
     with pytest.raises(CheckpointError) as err:
-        check_resume(ckpt, OmegaConf.create({"d_model": 64, "num_heads": 2, "num_layers": 3}), ckpt_file)
+        check_matches(ckpt, OmegaConf.create({"d_model": 64, "num_heads": 2, "num_layers": 3}), ckpt_file)
     message = str(err.value)
     assert "model.d_model=64 (checkpoint: 16)" in message and "model.num_layers=3 (checkpoint: 2)" in message
     assert "num_heads" not in message

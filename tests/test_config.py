@@ -13,11 +13,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf, open_dict
 
-from transformer_attention.config import ModelConfig, check_config
+from transformer_attention.cli.config import ModelConfig, check_config
+from transformer_attention.cli.run import spawn_ddp
+from transformer_attention.cli.tree import (
+    print_config_tree,  # importing cli registers the resolvers and schemas conf/ uses
+)
 from transformer_attention.errors import ConfigError
 from transformer_attention.model import EncoderConfig
-from transformer_attention.runs import print_config_tree  # and registers the resolvers and schemas conf/ uses
-from transformer_attention.train import spawn_ddp
 
 CONF = ROOT / "conf"
 
@@ -212,7 +214,7 @@ def test_a_model_setting_is_defined_once_and_reaches_config_checkpoint_and_hpara
     """EncoderConfig's fields are conf/model's keys, the module's hyperparameters and HPARAMS columns."""
     from hydra.utils import instantiate
 
-    from transformer_attention.hparams import flatten_config
+    from transformer_attention.training.hparams import flatten_config
 
     settings = [f.name for f in EncoderConfig.__dataclass_fields__.values()]
     cfg = conf("model.num_heads=8", "model.pooling=mean")
@@ -231,7 +233,7 @@ def test_value_checks_import_no_torch():
     import sys
 
     code = (
-        "import sys; from omegaconf import OmegaConf; import transformer_attention.runs as r\n"
+        "import sys; from omegaconf import OmegaConf; import transformer_attention.cli.config as r\n"
         "cfg = OmegaConf.create({'model': {'d_model': 30, 'num_heads': 4}})\n"
         "try:\n    r.check_config(cfg)\nexcept ValueError as e:\n    print(e)\n"
         "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))"

@@ -10,7 +10,7 @@ from collections import Counter
 import lightning.pytorch  # noqa: F401  (its handlers exist before the test looks)
 from conftest import TINY, run_dirs, run_entry
 
-from transformer_attention.console import DropTips, quiet_console
+from transformer_attention.compat import DropTips, quiet_console
 
 LOG_LINE = re.compile(r"^\[[\d\- :,]+\]\[([\w.]+)\]\[(\w+)\] - (.*)$")  # Hydra's format
 

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from transformer_attention.data import DataError, ReviewDataModule
-from transformer_attention.data.overlap import _PREFIX, MIN_CONTAINED_TOKENS
-from transformer_attention.data.overlap import rows_sharing_text as _rows_sharing_text
+from transformer_attention.data.splits import _PREFIX, MIN_CONTAINED_TOKENS
+from transformer_attention.data.splits import rows_sharing_text as _rows_sharing_text
 
 ADJECTIVES = ["superb", "dull", "moving", "clumsy", "sharp", "tedious", "warm", "flat", "bold", "hollow"]
 NOUNS = ["acting", "plot", "score", "dialogue", "cast", "script", "pacing", "soundtrack", "lighting", "editing"]

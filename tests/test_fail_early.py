@@ -22,12 +22,15 @@ from test_checkpoint import save_like_lightning, tiny_module
 from test_config import conf, error_of  # noqa: F401 - conf: the fixture
 from test_data import hf_cache, module, reviews, write  # noqa: F401 - hf_cache: the fixture
 
-from transformer_attention.checkpoint import AtomicCheckpointIO, load_checkpoint
+from transformer_attention.cli.rundir import LOCK_NAME, RunDirBusy, discard_unused, lock_run_dir
 from transformer_attention.errors import CheckpointError, DataError, DiskError, InputError, printable
-from transformer_attention.predict import main as predict_main
-from transformer_attention.predict import predict, read_texts
-from transformer_attention.rundir import LOCK_NAME, RunDirBusy, discard_unused, lock_run_dir
-from transformer_attention.train import format_metrics, instantiate_loggers
+from transformer_attention.files import release_lock
+from transformer_attention.inference import predict
+from transformer_attention.tasks.predict import main as predict_main
+from transformer_attention.tasks.predict import read_texts
+from transformer_attention.training.builders import build_loggers
+from transformer_attention.training.checkpoint import AtomicCheckpointIO, load_checkpoint
+from transformer_attention.training.metrics import format_metrics
 
 
 # ---- helpers -----------------------------------------------------------------------------------
@@ -128,7 +131,7 @@ def test_text_file_gives_one_text_per_newline_terminated_line(tmp_path: Path):
 
 
 def test_a_text_of_unknown_words_only_is_warned_about(caplog):
-    with caplog.at_level(logging.WARNING, logger="transformer_attention.predict"):
+    with caplog.at_level(logging.WARNING, logger="transformer_attention.inference"):
         preds = predict(tiny_module(), ["a good film", "zzqx wvvy"])
     assert len(preds) == 2
     assert "text 1 is all [UNK] tokens" in caplog.text and "text 0" not in caplog.text
@@ -230,7 +233,7 @@ def test_file_errors_say_their_cause(tmp_path: Path):
 
 # ---- 6. a run folder is locked while a run writes to it ------------------------------------------
 HOLD = (
-    "import sys, time; from transformer_attention.rundir import lock_run_dir\n"
+    "import sys, time; from transformer_attention.cli.rundir import lock_run_dir\n"
     "lock_run_dir(sys.argv[1]); print('held', flush=True); time.sleep(120)"
 )
 
@@ -243,7 +246,7 @@ def hold_lock(folder: Path) -> subprocess.Popen:
     return proc
 
 
-def test_a_second_run_in_a_locked_folder_is_refused_and_a_stale_lock_is_taken(tmp_path: Path):
+def test_a_second_run_in_a_locked_folder_is_refused_and_a_stale_lock_is_taken(tmp_path: Path, caplog):
     holder = hold_lock(tmp_path)
     try:
         with pytest.raises(RunDirBusy, match=rf"run folder {tmp_path} is in use by process {holder.pid}"):
@@ -251,10 +254,14 @@ def test_a_second_run_in_a_locked_folder_is_refused_and_a_stale_lock_is_taken(tm
     finally:
         holder.kill()
         holder.wait()
-    assert (tmp_path / LOCK_NAME).read_text().strip() == str(holder.pid)  # left by a killed run: stale
-    handle = lock_run_dir(tmp_path)
-    assert (tmp_path / LOCK_NAME).read_text().strip() == str(os.getpid())
-    handle.close()
+    owner = tmp_path / f"{LOCK_NAME}.pid"  # the holder's process id, for the message
+    assert owner.read_text().strip() == str(holder.pid)  # left by a killed run: stale
+    with caplog.at_level(logging.INFO, logger="transformer_attention.files"):
+        lock = lock_run_dir(tmp_path)
+    assert f"took over the stale lock of process {holder.pid}" in caplog.text
+    assert owner.read_text().strip() == str(os.getpid())
+    release_lock(lock)
+    assert not owner.exists()
 
 
 def test_resuming_into_a_folder_in_use_is_refused_in_one_line(tmp_path: Path):
@@ -274,7 +281,7 @@ def test_resuming_into_a_folder_in_use_is_refused_in_one_line(tmp_path: Path):
     line = one_line(proc, "checkpoint error")
     assert f"run folder {run} is in use by process {holder.pid}" in line
     after = snapshot(run)
-    del after[str(run / LOCK_NAME)]  # the holder's lock file
+    del after[str(run / LOCK_NAME)], after[str(run / f"{LOCK_NAME}.pid")]  # the holder's lock files
     assert after == before  # its own config (.hydra/resume_<time>/) removed, nothing else touched
 
 
@@ -312,7 +319,7 @@ def test_more_cpu_processes_than_cores_is_refused(conf):  # noqa: F811
 def test_an_unknown_top_level_key_is_refused_with_the_key_meant(conf):  # noqa: F811
     assert "did you mean trainer.max_epochs=1?" in error_of(conf("+max_epochs=1"))
     assert "did you mean seed=3?" in error_of(conf("+sed=3"))
-    from transformer_attention.config import check_config
+    from transformer_attention.cli.config import check_config
 
     check_config(conf("+trainer.max_time=00:00:01:00"))  # under a group: what it builds checks it
 
@@ -374,11 +381,11 @@ def test_a_resumed_tensorboard_run_hides_the_steps_logged_after_its_checkpoint(t
             }
         }
     )
-    (first,) = instantiate_loggers(group)
+    (first,) = build_loggers(group)
     for step in range(10):  # killed at step 9, its checkpoint at step 6
         first.log_metrics({"train/loss": 1.0}, step=step)
     first.finalize("failed")
-    (resumed,) = instantiate_loggers(group, resume_step=6)
+    (resumed,) = build_loggers(group, purge_step=6)
     for step in range(6, 12):
         resumed.log_metrics({"train/loss": 2.0}, step=step)
     resumed.finalize("success")

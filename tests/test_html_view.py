@@ -22,9 +22,10 @@ from omegaconf import OmegaConf
 from test_checkpoint import save_like_lightning, tiny_module
 
 from transformer_attention.errors import ConfigError
-from transformer_attention.html_view import MIN_WEIGHT, attention_html, read_attention_data, save_attention_html
+from transformer_attention.inference import Prediction, predict
 from transformer_attention.plotting import attention_rollout
-from transformer_attention.predict import Prediction, attention_formats, main, predict
+from transformer_attention.plotting.html import MIN_WEIGHT, attention_html, read_attention_data, save_attention_html
+from transformer_attention.tasks.predict import attention_formats, main
 
 TEXT = "the acting was not bad at all"
 SVG_NS = "http://www.w3.org/2000/svg"  # the one URL-like string allowed: a namespace name, never fetched

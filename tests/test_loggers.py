@@ -13,8 +13,8 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from transformer_attention.image_sinks import image_loggers, log_image, log_text
-from transformer_attention.metrics_file import final_metrics, read_metrics
+from transformer_attention.callbacks.sinks import image_loggers, log_image, log_text
+from transformer_attention.training.metrics import final_metrics, read_metrics
 
 TWO_EPOCHS = [o for o in TINY if not o.startswith("trainer.max_epochs=")] + [
     "trainer.max_epochs=2",

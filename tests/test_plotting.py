@@ -11,18 +11,16 @@ import pytest
 import torch
 
 from transformer_attention.plotting import (
-    CARD_PX,
-    CMAP,
     AttentionGrid,
     RolloutBars,
     attention_window,
-    colors,
     figure_to_array,
     plot_attention,
     plot_confusion_matrix,
     plot_rollout,
     save_attention_png,
 )
+from transformer_attention.plotting.style import CARD_PX, CMAP, colors
 
 TOKENS = ["[CLS]", "the", "plot", "is", "not", "good"]
 

@@ -7,7 +7,7 @@ from conftest import run_entry
 
 from transformer_attention.data.batches import collate
 from transformer_attention.module import ClassifierModule
-from transformer_attention.precision import CANDIDATES, pick_precision
+from transformer_attention.training.precision import CANDIDATES, pick_precision
 
 
 def test_pick_precision_times_both_and_leaves_the_model_as_it_was(caplog):

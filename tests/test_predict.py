@@ -15,13 +15,13 @@ from conftest import ROOT, TINY, entry_env, run_dirs, run_entry
 from test_checkpoint import tiny_module
 from test_train import final_metrics
 
-from transformer_attention.checkpoint import load_module
 from transformer_attention.data import collate, load_tokenizer
 from transformer_attention.data.tokenizer import encode
 from transformer_attention.errors import InputError
-from transformer_attention.inference import infer
+from transformer_attention.inference import Prediction, infer, predict
 from transformer_attention.module import ClassifierModule
-from transformer_attention.predict import Prediction, predict, read_texts
+from transformer_attention.tasks.predict import read_texts
+from transformer_attention.training.checkpoint import load_module
 
 SENTENCES = ["the acting was not bad at all", "a dull film", "great fun, but the ending is weak"]
 

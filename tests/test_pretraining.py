@@ -16,17 +16,17 @@ from transformer_attention import pretraining
 from transformer_attention.data.datamodule import ReviewDataModule
 from transformer_attention.data.tokenizer import CLS_ID, MASK_ID, PAD_ID
 from transformer_attention.data.unlabelled import PretrainingData, normalized, windows
-from transformer_attention.errors import ConfigError
+from transformer_attention.errors import CheckpointError, ConfigError
+from transformer_attention.model import EncoderConfig
 from transformer_attention.module import ClassifierModule
 from transformer_attention.pretraining import (
     FIRST_WORD_ID,
     IGNORE,
     MaskedLMModule,
-    check_architecture,
-    init_from_pretrained,
+    PretrainedEncoder,
     mask_tokens,
-    read_pretrained,
 )
+from transformer_attention.training.checkpoint import load_encoder
 
 SIZES = {"d_model": 16, "num_heads": 2, "num_layers": 2, "dim_feedforward": 32, "max_len": 64}
 
@@ -144,14 +144,12 @@ def test_pretraining_lowers_the_held_out_loss_and_scores_no_padding(corpus, monk
     # fine-tuning starts from exactly these weights
     path = tmp_path / "mlm.ckpt"
     trainer.save_checkpoint(path)
-    loaded = read_pretrained(str(path))
-    assert loaded["tokenizer"] == pre.tokenizer.to_str()
-    check_architecture(
-        loaded["settings"], {**SIZES, "norm_first": False, "activation": "relu", "positional": "sinusoidal"}, str(path)
-    )
+    loaded = load_encoder(path)
+    assert loaded.tokenizer == pre.tokenizer.to_str()
+    loaded.check_fits({**SIZES, "norm_first": False, "activation": "relu", "positional": "sinusoidal"})
     classifier = ClassifierModule(vocab_size=pre.vocab_size, num_classes=2, dropout=0.3, **SIZES)
     head_before = classifier.net.head.weight.clone()
-    copied = init_from_pretrained(classifier.net, loaded["weights"])
+    copied = loaded.copy_into(classifier.net)
     assert "embedding.weight" in copied and any(n.startswith("encoder.layers.1.") for n in copied)
     pretrained_net = module.net.state_dict()
     for name, value in classifier.net.named_parameters():
@@ -162,47 +160,68 @@ def test_pretraining_lowers_the_held_out_loss_and_scores_no_padding(corpus, monk
 
 
 def test_a_different_size_is_a_one_line_error_naming_the_setting():
-    pretrained = {**SIZES, "norm_first": False, "activation": "relu", "positional": "sinusoidal"}
+    encoder = PretrainedEncoder(EncoderConfig(**SIZES), tokenizer="{}", weights={}, source="x.ckpt")
+    settings = {**SIZES, "norm_first": False, "activation": "relu", "positional": "sinusoidal"}
+    encoder.check_fits(settings)
     with pytest.raises(ConfigError, match=r"d_model=16 but the config says model.d_model=32: set model.d_model=16"):
-        check_architecture(pretrained, {**pretrained, "d_model": 32}, "x.ckpt")
+        encoder.check_fits({**settings, "d_model": 32})
+    with pytest.raises(CheckpointError, match="not a pretrained encoder"):
+        PretrainedEncoder.from_checkpoint({"hyper_parameters": {"d_model": 16}, "state_dict": {}}, "x.ckpt")
 
 
-PRETRAIN_TINY = [o for o in TINY if not o.startswith("model.num_layers")] + [
+RECIPE = [o for o in TINY if not o.startswith("model.num_layers")] + [
     "model.num_layers=2",
-    "pretrain.max_epochs=1",
     "pretrain.batch_size=32",
     "pretrain.max_length=32",
-    "pretrain.precision=32-true",
 ]
+# one pretraining epoch in fp32: pretrain.py's own trainer (TINY has trainer.max_epochs=1), train.py's pretrain.trainer
+PRETRAIN_PY = [*RECIPE, "trainer.precision=32-true"]
+TRAIN_PY = [*RECIPE, "pretrain.trainer.max_epochs=1", "pretrain.trainer.precision=32-true"]
 
 
 def test_pretrain_entry_then_train_from_it_and_from_the_cache(tmp_path: Path):
     """pretrain.py writes a checkpoint train.py starts from; train.py model.init_from=pretrain pretrains once,
     then reuses the cached encoder; a size that differs from the checkpoint's fails in one line."""
-    log_dir = tmp_path / "outputs"
-    common = [*PRETRAIN_TINY, f"paths.log_dir={log_dir}"]
-    proc = run_entry("pretrain.py", *common)
-    (run,) = run_dirs(log_dir, "pretrain")
+    log_dir = f"paths.log_dir={tmp_path / 'outputs'}"
+    proc = run_entry("pretrain.py", *PRETRAIN_PY, log_dir)
+    (run,) = run_dirs(tmp_path / "outputs", "pretrain")
     (ckpt,) = (run / "checkpoints").glob("mlm_*.ckpt")
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+    assert (run / "config_tree.log").is_file()
     assert f"model.init_from={ckpt}" in proc.stdout
-    trained = run_entry("train.py", *common, f"model.init_from={ckpt}", "trainer.limit_train_batches=2")
+    trained = run_entry("train.py", *TRAIN_PY, log_dir, f"model.init_from={ckpt}", "trainer.limit_train_batches=2")
     assert "pretrained tensors copied" in trained.stdout + trained.stderr
-    bad = run_entry("train.py", *common, f"model.init_from={ckpt}", "model.dim_feedforward=64", check=False)
+    bad = run_entry("train.py", *TRAIN_PY, log_dir, f"model.init_from={ckpt}", "model.dim_feedforward=64", check=False)
     assert bad.returncode != 0
     assert "dim_feedforward=32 but the config says model.dim_feedforward=64" in bad.stderr
     assert "Traceback" not in bad.stderr
     # the same settings as pretrain.py ran: the cache already has this encoder, nothing pretrains again
-    again = run_entry("train.py", *common, "model.init_from=pretrain", "trainer.limit_train_batches=2")
+    again = run_entry("train.py", *TRAIN_PY, log_dir, "model.init_from=pretrain", "trainer.limit_train_batches=2")
     assert "pretrained before on the same texts and settings" in again.stdout + again.stderr
-    assert len(run_dirs(log_dir, "pretrain")) == 1
+    assert len(run_dirs(tmp_path / "outputs", "pretrain")) == 1
+
+
+def test_pretrain_takes_the_trainer_logger_and_callbacks_overrides_train_takes(tmp_path: Path):
+    """pretrain.py is built like train.py: `logger=csv` writes metrics.csv (and no TensorBoard events),
+    `trainer.precision=bf16-mixed` trains in bf16 autocast, `callbacks.lr_monitor=null` logs no learning rate."""
+    overrides = ["logger=csv", "trainer.precision=bf16-mixed", "callbacks.lr_monitor=null"]
+    proc = run_entry("pretrain.py", *PRETRAIN_PY, *overrides, f"paths.log_dir={tmp_path / 'outputs'}")
+    (run,) = run_dirs(tmp_path / "outputs", "pretrain")
+    (metrics,) = run.glob("csv/version_*/metrics.csv")
+    with metrics.open() as f:
+        columns = next(csv.reader(f))
+    assert "val/mlm_loss" in columns and "train/mlm_loss_epoch" in columns
+    assert not any(c.startswith("lr-") for c in columns)
+    assert not list(run.rglob("events.out.tfevents.*"))
+    assert "Using bfloat16 Automatic Mixed Precision" in proc.stdout + proc.stderr
+    assert "precision=auto" not in proc.stdout + proc.stderr  # asked for, not timed
 
 
 @pytest.mark.parametrize(
     ("override", "message"),
     [
         ("pretrain.mask_prob=1.5", "pretrain.mask_prob=1.5 must be a number in (0, 1)"),
-        ("pretrain.precision=fp8", "pretrain.precision='fp8' must be one of auto"),
+        ("pretrain.trainer.precision=fp8", "pretrain.trainer.precision='fp8' must be one of auto"),
         ("model.init_from=missing.ckpt", "model.init_from='missing.ckpt' is not a file"),
     ],
 )

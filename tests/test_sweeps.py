@@ -18,17 +18,17 @@ from conftest import ROOT, TINY, entry_env, run_entry
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from transformer_attention import metrics_file
-from transformer_attention.sweeps import (
+from transformer_attention.files import release_lock
+from transformer_attention.sweeps.space import search_space, trial_overrides
+from transformer_attention.sweeps.study import (
     SweepError,
     check_overrides,
     fail_interrupted,
     lock_study,
-    search_space,
     sqlite_path,
-    trial_overrides,
     trials_done,
 )
+from transformer_attention.training import metrics as metrics_file
 
 pytestmark = pytest.mark.slow
 
@@ -319,10 +319,10 @@ def test_search_space_from_overrides():
 
 def test_a_second_launch_of_a_running_study_is_refused(tmp_path: Path):
     held = lock_study(tmp_path, "s")
-    with pytest.raises(SweepError, match="another launch"):
+    with pytest.raises(SweepError, match=rf"another launch \(process {os.getpid()}\)"):
         lock_study(tmp_path, "s")
-    held.close()
-    lock_study(tmp_path, "s").close()
+    release_lock(held)
+    release_lock(lock_study(tmp_path, "s"))
 
 
 # ---- launchers ----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The project's error kinds: bad input a user can fix. The entry points print each as one line,
-`<kind>: <message>`, never a traceback (`runs.run_task`); in a sweep they are raised, so the sweep
+`<kind>: <message>`, never a traceback (`cli.run`); in a sweep they are raised, so the sweep
 records the job as failed and goes on. Standard library only."""
 
 

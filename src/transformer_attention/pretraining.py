@@ -4,14 +4,14 @@
 head is left untouched) to predict hidden words, BERT's recipe: 15% of the real tokens of each row are
 picked; of those 80% become `[MASK]`, 10% a random word, 10% stay; only the picked ones are scored, padding
 and `[CLS]` never. The word predictor is tied to the input embedding (one matrix reads and writes words).
-`init_from_pretrained` copies those weights, bit for bit, into a classifier of the same sizes.
+`PretrainedEncoder` carries those weights from a checkpoint, bit for bit, into a classifier of the same sizes.
 
 Shapes: B batch, T tokens, D d_model, V vocabulary, N picked tokens in the batch.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -21,8 +21,8 @@ from torchmetrics import MeanMetric
 
 from .data.tokenizer import MASK_ID, SPECIAL_TOKENS
 from .errors import CheckpointError, ConfigError
-from .model import TransformerClassifier
-from .model.classifier import ClassifierOutput
+from .model import ClassifierOutput, EncoderConfig, TransformerClassifier
+from .model.config import encoder_fields
 from .module import EncoderModule
 
 FIRST_WORD_ID = len(SPECIAL_TOKENS)  # ids below are [PAD] [UNK] [CLS] [MASK]: never picked, never drawn
@@ -136,57 +136,63 @@ class MaskedLMModule(EncoderModule):
 
 
 # ---- fine-tuning from a pretrained encoder ----------------------------------------------------
-def read_pretrained(path: str) -> dict[str, Any]:
-    """A MaskedLMModule checkpoint as {"settings", "tokenizer", "weights"}; a one-line CheckpointError if it
-    is not one."""
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise CheckpointError(f"model.init_from={path!r} does not exist: give a checkpoint pretrain.py wrote") from None
-    except Exception as err:
-        raise CheckpointError(f"model.init_from={path!r} cannot be read as a checkpoint: {err}") from None
-    hp = ckpt.get("hyper_parameters", {}) if isinstance(ckpt, dict) else {}
-    if "mask_prob" not in hp or not ckpt.get("tokenizer"):
-        raise CheckpointError(
-            f"model.init_from={path!r} is not a pretrained encoder (no MLM settings or tokenizer in it): "
-            "give a checkpoint of pretrain.py (outputs/pretrain/runs/<time>/checkpoints/*.ckpt)"
-        )
-    prefix = "net."
-    weights = {k[len(prefix) :]: v for k, v in ckpt["state_dict"].items() if k.startswith(prefix)}
-    return {"settings": hp, "tokenizer": ckpt["tokenizer"], "weights": weights}
+@dataclass(frozen=True)
+class PretrainedEncoder:
+    """A MaskedLMModule checkpoint's encoder: its settings (the EncoderConfig it was built with), tokenizer
+    and weights (the `TransformerClassifier`'s, by name). `source` names the file in messages."""
 
+    config: EncoderConfig
+    tokenizer: str
+    weights: dict[str, torch.Tensor] = field(repr=False)
+    source: str = "model.init_from"
 
-def check_architecture(pretrained: dict[str, Any], settings: dict[str, Any], path: str) -> None:
-    """A ConfigError naming the first size of the classifier's config that differs from the pretrained one's."""
-    for key in ARCHITECTURE:
-        want, have = pretrained.get(key), settings.get(key)
-        if want != have:
-            raise ConfigError(
-                f"model.init_from={path!r} holds an encoder with {key}={want!r} but the config says "
-                f"model.{key}={have!r}: set model.{key}={want} (or pretrain again with these sizes)"
+    @classmethod
+    def from_checkpoint(cls, checkpoint: dict[str, Any], source: str) -> PretrainedEncoder:
+        """Read from a loaded checkpoint dict (training/checkpoint.py reads the file); a CheckpointError if
+        it is not a pretrain.py checkpoint."""
+        hp = checkpoint.get("hyper_parameters") or {}
+        if "mask_prob" not in hp or not checkpoint.get("tokenizer"):
+            raise CheckpointError(
+                "not a pretrained encoder (no MLM settings or tokenizer in it): give a checkpoint of pretrain.py "
+                "(outputs/pretrain/runs/<time>/checkpoints/*.ckpt)"
             )
-    if settings.get("max_len", 0) > pretrained.get("max_len", 0) and settings.get("positional") == "learned":
-        raise ConfigError(
-            f"model.init_from={path!r} learned {pretrained['max_len']} positions but model.max_len="
-            f"{settings['max_len']}: set model.max_len={pretrained['max_len']}"
-        )
+        config = EncoderConfig(**{k: hp[k] for k in encoder_fields() if k in hp})
+        prefix = "net."
+        weights = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
+        return cls(config=config, tokenizer=checkpoint["tokenizer"], weights=weights, source=source)
 
-
-def init_from_pretrained(net: TransformerClassifier, weights: dict[str, torch.Tensor]) -> list[str]:
-    """Copy the pretrained parameters of the embedding, positions and encoder into `net` (its head stays as
-    initialised; sinusoidal position tables are computed, not learned); returns the names copied. Sizes must
-    match (check_architecture); the copy is exact."""
-    own = net.state_dict()
-    learned = {name for name, _ in net.named_parameters()}
-    copied = []
-    for name, value in weights.items():
-        if name.startswith("head.") or name not in learned:
-            continue
-        if own[name].shape != value.shape:
+    def check_fits(self, settings: dict[str, Any]) -> None:
+        """A ConfigError naming the first size of the classifier's `settings` (model.*) that differs from the
+        encoder's."""
+        mine = asdict(self.config)
+        for key in ARCHITECTURE:
+            want, have = mine[key], settings.get(key)
+            if want != have:
+                raise ConfigError(
+                    f"model.init_from={self.source!r} holds an encoder with {key}={want!r} but the config says "
+                    f"model.{key}={have!r}: set model.{key}={want} (or pretrain again with these sizes)"
+                )
+        if settings.get("max_len", 0) > self.config.max_len and settings.get("positional") == "learned":
             raise ConfigError(
-                f"model.init_from: {name} has shape {tuple(value.shape)}, the model {tuple(own[name].shape)}"
+                f"model.init_from={self.source!r} learned {self.config.max_len} positions but model.max_len="
+                f"{settings['max_len']}: set model.max_len={self.config.max_len}"
             )
-        own[name] = value
-        copied.append(name)
-    net.load_state_dict(own)
-    return copied
+
+    def copy_into(self, net: TransformerClassifier) -> list[str]:
+        """Copy the pretrained parameters of the embedding, positions and encoder into `net` (its head stays as
+        initialised; sinusoidal position tables are computed, not learned); returns the names copied. Sizes
+        must match (`check_fits`); the copy is exact."""
+        own = net.state_dict()
+        learned = {name for name, _ in net.named_parameters()}
+        copied = []
+        for name, value in self.weights.items():
+            if name.startswith("head.") or name not in learned:
+                continue
+            if own[name].shape != value.shape:
+                raise ConfigError(
+                    f"model.init_from: {name} has shape {tuple(value.shape)}, the model {tuple(own[name].shape)}"
+                )
+            own[name] = value
+            copied.append(name)
+        net.load_state_dict(own)
+        return copied

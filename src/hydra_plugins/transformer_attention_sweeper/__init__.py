@@ -2,7 +2,7 @@
 
 Select it with `hparams_search=optuna` (conf/hparams_search/optuna.yaml); its settings are
 `OptunaSweeperConf`, stored as `hydra/sweeper: transformer_attention_optuna`. The work is done by
-`transformer_attention.sweeps.StudySweeper`, imported when a sweep starts: Hydra imports every plugin
+`transformer_attention.sweeps.sweeper.StudySweeper`, imported when a sweep starts: Hydra imports every plugin
 module at start-up, so this one stays light and optuna stays an optional dependency.
 """
 
@@ -39,14 +39,14 @@ ConfigStore.instance().store(
 
 
 class OptunaSweeper(Sweeper):
-    """Hydra's entry to `transformer_attention.sweeps.StudySweeper`."""
+    """Hydra's entry to `transformer_attention.sweeps.sweeper.StudySweeper`."""
 
     def __init__(self, **settings: Any) -> None:
         self.settings = settings
         self.study_sweeper: Sweeper | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
-        from transformer_attention.sweeps import StudySweeper
+        from transformer_attention.sweeps.sweeper import StudySweeper
 
         self.study_sweeper = StudySweeper(**self.settings)
         self.study_sweeper.setup(hydra_context=hydra_context, task_function=task_function, config=config)

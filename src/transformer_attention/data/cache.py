@@ -2,19 +2,19 @@
 
 Keys hash what the result depends on: the texts themselves (after PII scrubbing), and the tokenizer
 settings or the tokenizer's own JSON and `max_length`. A change to any of them is a new key, never a stale
-hit. Files are written to a temporary name and renamed, so runs sharing a cache never read half a file.
+hit. Files are written atomically (`files.atomic_write`), so runs sharing a cache never read half a file.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
 
+from ..files import atomic_write
 from .tokenizer import encode, train_tokenizer
 
 CACHE_VERSION = 2  # bump when tokenization code changes what the same inputs produce
@@ -42,14 +42,6 @@ def unpack(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
     return [flat[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
 
 
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-    os.replace(tmp, path)
-
-
 def load_ids(cache_dir: str | Path, key: str) -> list[np.ndarray] | None:
     path = Path(cache_dir) / f"ids-{key}.npz"
     if not path.exists():
@@ -61,8 +53,7 @@ def load_ids(cache_dir: str | Path, key: str) -> list[np.ndarray] | None:
 def save_ids(cache_dir: str | Path, key: str, rows: Sequence[np.ndarray]) -> Path:
     path = Path(cache_dir) / f"ids-{key}.npz"
     flat, offsets = pack(rows)
-    _atomic_write(path, lambda f: np.savez(f, flat=flat, offsets=offsets))
-    return path
+    return atomic_write(path, lambda f: np.savez(f, flat=flat, offsets=offsets))
 
 
 def load_tokenizer_cached(cache_dir: str | Path, key: str) -> Tokenizer | None:
@@ -72,8 +63,7 @@ def load_tokenizer_cached(cache_dir: str | Path, key: str) -> Tokenizer | None:
 
 def save_tokenizer_cached(cache_dir: str | Path, key: str, tok: Tokenizer) -> Path:
     path = Path(cache_dir) / f"tokenizer-{key}.json"
-    _atomic_write(path, lambda f: f.write(tok.to_str().encode()))
-    return path
+    return atomic_write(path, tok.to_str())
 
 
 def trained_tokenizer(

@@ -18,15 +18,16 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler, Subset
 
 from ..errors import DataError
+from ..files import atomic_write
 from . import cache
 from .batches import EncodedDataset, collate
 from .labels import labels_to_ids
-from .overlap import MIN_CONTAINED_TOKENS, rows_sharing_text
 from .pii import scrub_pii
 from .sampler import BucketBatchSampler
 from .settings import check_data_settings
 from .sources import load_columns
-from .tokenizer import PAD_ID, load_tokenizer, save_tokenizer
+from .splits import carve_validation, drop_empty
+from .tokenizer import PAD_ID, cut_at, load_tokenizer, save_tokenizer
 from .toy import LABEL_NAMES as TOY_LABEL_NAMES
 from .toy import make_toy_splits
 
@@ -116,7 +117,7 @@ class ReviewDataModule(L.LightningDataModule):
                 encoding=self.encoding,
             )
         for split in list(raw):
-            raw[split] = self._drop_empty(split, raw[split])
+            raw[split] = drop_empty(raw[split], split, self.text_column)
         labels = {split: cols["label"] for split, cols in raw.items()}
         ids, self.label_names = labels_to_ids(
             labels,
@@ -128,70 +129,13 @@ class ReviewDataModule(L.LightningDataModule):
         for split, cols in raw.items():
             cols["label"] = ids[split]
         if "validation" not in raw:
-            raw["validation"] = self._carve_validation(raw["train"])
+            raw["validation"] = carve_validation(raw["train"], self.val_fraction, self.split_seed)
         raw = {split: raw[split] for split in ("train", "validation", "test") if split in raw}
         if self.scrub_pii:
             for split, cols in raw.items():
                 cols["text"], counts = scrub_pii(cols["text"])
                 log.info("scrub_pii %s: replaced %s", split, dict(counts))
         return raw
-
-    def _drop_empty(self, split: str, cols: dict[str, list]) -> dict[str, list]:
-        texts = cols["text"]
-        bad = next((t for t in texts if t is not None and not isinstance(t, str)), None)
-        if bad is not None:
-            raise DataError(
-                f"data.text_column={self.text_column!r} holds {type(bad).__name__} values ({bad!r}) in split "
-                f"{split!r}, not strings; set data.text_column to the column with the review text"
-            )
-        keep = [i for i, t in enumerate(texts) if t is not None and t.strip()]
-        if len(keep) < len(texts):
-            dropped = len(texts) - len(keep)
-            log.warning("split %r: dropped %d empty or whitespace-only texts of %d", split, dropped, len(texts))
-            if not keep:
-                raise DataError(f"split {split!r} has no non-empty text in data.text_column={self.text_column!r}")
-            cols = {k: [v[i] for i in keep] for k, v in cols.items()}
-        return cols
-
-    def _carve_validation(self, train: dict[str, list]) -> dict[str, list]:
-        """Move a `val_fraction` of train, drawn with `split_seed`, into a validation split (in place), then drop
-        the train rows that contain, or are contained in, a validation text (phrase-level sets such as SST-2
-        hold phrases of the same sentences), so validation measures text the model has not trained on.
-
-        Texts are compared as lowercase word and punctuation tokens, on token boundaries ("a" is not in "bad").
-        Equal texts count at any length, and so does a train row contained in a validation text; a train row
-        containing a validation text counts only when that text has at least MIN_CONTAINED_TOKENS (3) tokens,
-        since a 1-2 token row (".", "good", "not good") is a fragment of most sentences."""
-        g = torch.Generator().manual_seed(self.split_seed)
-        perm = torch.randperm(len(train["text"]), generator=g).tolist()
-        n_val = max(1, int(len(perm) * self.val_fraction))
-        if n_val >= len(perm):
-            raise DataError(f"data.val_fraction={self.val_fraction} of {len(perm)} train rows leaves none to train on")
-        val_idx, train_idx = sorted(perm[:n_val]), sorted(perm[n_val:])
-        val = {k: [v[i] for i in val_idx] for k, v in train.items()}
-        for k, v in list(train.items()):
-            train[k] = [v[i] for i in train_idx]
-        overlap = set(rows_sharing_text(train["text"], val["text"]))
-        if overlap:
-            n_train = len(train["text"])
-            if len(overlap) == n_train:
-                raise DataError(
-                    f"data.val_fraction={self.val_fraction}: every one of the {n_train} train rows left after "
-                    f"carving validation contains, or is contained in, a validation text, so none is left to train "
-                    f"on; lower data.val_fraction or give the data its own validation split (a validation file, "
-                    f"data.data_files.validation or data.split_names.validation)"
-                )
-            log.warning(
-                "validation carved from train: removed %d of %d train rows that contain, or are contained in, "
-                "a validation text (whole tokens; contained validation texts of %d+ tokens): they would leak "
-                "validation text into training",
-                len(overlap),
-                n_train,
-                MIN_CONTAINED_TOKENS,
-            )
-            for k, v in list(train.items()):
-                train[k] = [x for i, x in enumerate(v) if i not in overlap]
-        return val
 
     def _make_tokenizer(self) -> None:
         """Train the tokenizer on the train texts, or take it from the cache; truncation at max_length."""
@@ -238,12 +182,10 @@ class ReviewDataModule(L.LightningDataModule):
             self.load()
             if self.tokenizer is None:
                 self._make_tokenizer()
-            # truncation is part of the tokenizer, so the saved one (and the checkpoint's) cuts like training did
-            self.tokenizer.no_padding()
-            self.tokenizer.enable_truncation(self.max_length)
+            cut_at(self.tokenizer, self.max_length)  # the saved one (and the checkpoint's) cuts like training did
             if self.output_dir:
                 save_tokenizer(self.tokenizer, Path(self.output_dir) / "tokenizer.json")
-                (Path(self.output_dir) / "label_names.json").write_text(json.dumps(self.label_names) + "\n")
+                atomic_write(Path(self.output_dir) / "label_names.json", json.dumps(self.label_names) + "\n")
             sizes = {k: len(v["text"]) for k, v in self.raw.items()}
             source = self.path or self.data_files or self.name
             log.info("data %s: %s, classes %s, vocab %d", source, sizes, self.label_names, self.vocab_size)

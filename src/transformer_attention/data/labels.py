@@ -131,3 +131,8 @@ def _check_range(ids: dict[str, list[int]], n: int, names_from: str | None = Non
                     f"unlabelled splits (label -1) cannot be used: leave them out with data.split_names, "
                     f"or set data.num_classes / data.label_names to cover every label"
                 )
+
+
+def names_or_ids(names: Iterable[object] | None, num_classes: int) -> list[str]:
+    """The label names to show for `num_classes` classes: `names` as strings, or the class ids when there are none."""
+    return [str(n) for n in names] if names else [str(c) for c in range(num_classes)]

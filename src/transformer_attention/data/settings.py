@@ -7,18 +7,14 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Callable, Mapping
-from numbers import Integral, Real
 from typing import Any
 
+from ..checks import is_number, is_whole
 from ..errors import DataError
 
 
-def _whole(value: Any, low: int) -> bool:
-    return isinstance(value, Integral) and not isinstance(value, bool) and value >= low
-
-
 def _fraction(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool) and 0 < value < 1
+    return is_number(value) and 0 < value < 1
 
 
 def _encoding(value: Any) -> bool:
@@ -33,15 +29,15 @@ AT_LEAST_ONE = "must be a whole number >= 1: e.g. {key}=2"
 
 # key -> (whether a value is allowed, what the message says after `key=value`; {key} as the caller names it)
 RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "batch_size": (lambda v: _whole(v, 1), AT_LEAST_ONE),
-    "vocab_size": (lambda v: _whole(v, 1), AT_LEAST_ONE),
-    "toy_size": (lambda v: _whole(v, 1), AT_LEAST_ONE),
-    "eval_batch_size": (lambda v: v is None or _whole(v, 1), AT_LEAST_ONE),  # None: batch_size
+    "batch_size": (lambda v: is_whole(v, 1), AT_LEAST_ONE),
+    "vocab_size": (lambda v: is_whole(v, 1), AT_LEAST_ONE),
+    "toy_size": (lambda v: is_whole(v, 1), AT_LEAST_ONE),
+    "eval_batch_size": (lambda v: v is None or is_whole(v, 1), AT_LEAST_ONE),  # None: batch_size
     "max_length": (
-        lambda v: _whole(v, 2),
+        lambda v: is_whole(v, 2),
         "must be a whole number >= 2 (the [CLS] token and one word): e.g. {key}=128",
     ),
-    "num_workers": (lambda v: _whole(v, 0), "must be 0 (load in the main process) or more: e.g. {key}=0"),
+    "num_workers": (lambda v: is_whole(v, 0), "must be 0 (load in the main process) or more: e.g. {key}=0"),
     "val_fraction": (_fraction, "must be in (0, 1): e.g. {key}=0.1"),
     "encoding": (_encoding, "is not an encoding Python knows: e.g. {key}=utf-8 or {key}=latin-1"),
 }

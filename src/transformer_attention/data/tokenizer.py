@@ -9,7 +9,6 @@ saved tokenizer scrubs whatever text it is given later, at predict time included
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import numpy as np
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from tqdm import tqdm
 
+from ..files import atomic_write
 from .pii import PII_PATTERNS
 
 PAD, UNK, CLS, MASK = "[PAD]", "[UNK]", "[CLS]", "[MASK]"
@@ -83,12 +83,15 @@ def _with_special_tokens(tok: Tokenizer, special: list[str | AddedToken]) -> Tok
 
 def save_tokenizer(tok: Tokenizer, path: str | Path) -> Path:
     """Write `tokenizer.json` atomically (other DDP ranks may be waiting to read it)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tok.save(str(tmp))
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, tok.to_str(pretty=True))
+
+
+def cut_at(tok: Tokenizer, max_length: int) -> Tokenizer:
+    """Make `tok` truncate to `max_length` ids and pad nothing. Truncation is part of the tokenizer, so the one
+    a run saves (and its checkpoint) cuts texts as training did."""
+    tok.no_padding()
+    tok.enable_truncation(max_length)
+    return tok
 
 
 def load_tokenizer(path_or_json: str | Path) -> Tokenizer:
@@ -104,8 +107,7 @@ def encode(tok: Tokenizer, texts: Sequence[str], max_length: int, desc: str = "t
 
     Chunked, so a progress bar can follow long inputs; each chunk is encoded in parallel by the Rust side.
     """
-    tok.no_padding()
-    tok.enable_truncation(max_length)
+    cut_at(tok, max_length)
     ids: list[np.ndarray] = []
     with tqdm(total=len(texts), desc=desc, unit="text", disable=len(texts) < PROGRESS_MIN_TEXTS) as bar:
         for start in range(0, len(texts), ENCODE_CHUNK):

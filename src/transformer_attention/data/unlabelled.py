@@ -21,7 +21,7 @@ from .batches import EncodedDataset, collate
 from .datamodule import ReviewDataModule
 from .sampler import BucketBatchSampler
 from .sources import load_texts
-from .tokenizer import CLS_ID, PAD_ID
+from .tokenizer import CLS_ID, PAD_ID, cut_at
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +129,7 @@ class PretrainingData(L.LightningDataModule):
         for split in ("train", "validation"):
             rows = windows(self._encode(texts[split], split), self.max_length)
             self.splits[split] = EncodedDataset(rows, [0] * len(rows))
-        # the classifier reads at most data.max_length tokens: the saved tokenizer truncates there
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(d.max_length)
+        cut_at(self.tokenizer, d.max_length)  # the classifier reads at most data.max_length tokens
         sizes = {s: (len(texts[s]), len(self.splits[s])) for s in ("train", "validation")}
         log.info("pretraining corpus (texts, windows of %d): %s, vocab %d", self.max_length, sizes, self.vocab_size)
 

@@ -1,12 +1,21 @@
 """The from-scratch Transformer encoder (imports torch only).
 
 Names load on first use (PEP 562), so `model.config` alone, what a config check needs, imports no torch.
+The same names are imported for type checkers and IDEs under TYPE_CHECKING.
 """
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import ATTENTION_IMPLS, EncoderConfig
+
+if TYPE_CHECKING:
+    from .attention import MultiHeadAttention, scaled_dot_product_attention  # noqa: F401
+    from .classifier import ClassifierOutput, TransformerClassifier  # noqa: F401
+    from .encoder import TransformerEncoder, TransformerEncoderLayer  # noqa: F401
+    from .fast_attention import chunked_attention, sdpa_attention  # noqa: F401
+    from .masks import causal_mask, padding_mask  # noqa: F401
+    from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding  # noqa: F401
 
 _WHERE = {
     "MultiHeadAttention": "attention",

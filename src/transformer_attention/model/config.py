@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Optional
 
+from ..checks import is_number, is_whole
+
 ATTENTION_IMPLS = ("math", "sdpa", "chunked")
 POOLINGS = ("cls", "mean")
 POSITIONALS = ("sinusoidal", "learned")
@@ -58,7 +60,7 @@ def check_encoder(values: Mapping[str, Any], prefix: str = "") -> None:
     value and the fix. The model's constructor and the config pre-check (prefix "model.") call it."""
     for key in ("d_model", "num_heads", "num_layers", "dim_feedforward", "max_len"):
         value = values.get(key, 1)
-        if not _is_int(value) or value <= 0:
+        if not is_whole(value, 1):
             raise ValueError(f"{prefix}{key}={value!r} must be a whole number >= 1: e.g. {prefix}{key}=2")
     d, h = values.get("d_model"), values.get("num_heads")
     if d is not None and h is not None and d % h != 0:
@@ -69,7 +71,7 @@ def check_encoder(values: Mapping[str, Any], prefix: str = "") -> None:
         )
     for key in ("dropout", "attention_dropout"):
         value = values.get(key)
-        if value is not None and (not _is_number(value) or not 0 <= value < 1):
+        if value is not None and (not is_number(value) or not 0 <= value < 1):
             raise ValueError(f"{prefix}{key}={value!r} must be a number in [0, 1): e.g. {prefix}{key}=0.1")
     choices = {"attention_impl": ATTENTION_IMPLS, "pooling": POOLINGS, "positional": POSITIONALS}
     for key, allowed in {**choices, "activation": ACTIVATIONS}.items():
@@ -84,11 +86,3 @@ def closest(name: Any, known: Sequence[str]) -> str | None:
     """The known name nearest a misspelt `name`, for a "did you mean" hint; None when none is near."""
     near = difflib.get_close_matches(str(name), list(known), n=1)
     return near[0] if near else None
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)

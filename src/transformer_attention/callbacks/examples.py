@@ -1,0 +1,95 @@
+"""The texts the attention maps are drawn for: a few validation examples that mix the classes and the lengths,
+chosen once per fit, plus any texts of the user's own."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..data.labels import names_or_ids
+from ..data.tokenizer import encode
+from ..plotting import noted
+
+ELLIPSIS = "\u2026"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One text the maps show: `name` is its tag (`example_<i>` from the data, `text_<j>` given), `ids` its
+    token ids ([CLS] first), `label` its true class (None for a given text or a pretraining window)."""
+
+    name: str
+    ids: Sequence[int]
+    label: int | None
+    text: str
+
+    def title(self, label_names: Sequence[str], max_tokens: int) -> str:
+        """What the example's images are titled: its tag, true label and text, and whether it was cut."""
+        shown = self.text if len(self.text) <= 120 else self.text[:119] + ELLIPSIS
+        known = f" \u00b7 true: {label_names[self.label]}" if self.label is not None else ""
+        return noted(f"{self.name}{known} \u00b7 \u201c{shown}\u201d", min(len(self.ids), max_tokens), len(self.ids))
+
+
+@dataclass
+class Logged:
+    """An example as last logged: what the interactive page of it shows."""
+
+    name: str
+    tokens: list[str]
+    attentions: list[torch.Tensor] = field(repr=False)  # one (H, T, T) per layer
+    caption: str
+
+
+def pick_examples(labels: Sequence[int], lengths: Sequence[int], k: int) -> list[int]:
+    """`k` dataset indices that mix the classes (in turn) and the lengths (spread over each class's
+    length quantiles, short to long). Deterministic: the same data gives the same examples."""
+    by_class: dict[int, list[int]] = {}
+    for i in sorted(range(len(labels)), key=lambda i: (lengths[i], i)):
+        by_class.setdefault(int(labels[i]), []).append(i)
+    classes = sorted(by_class)
+    counts = dict.fromkeys(classes, 0)
+    for _ in range(min(k, len(labels))):  # deal the k picks out in turn, as far as a class has examples
+        c = min((c for c in classes if counts[c] < len(by_class[c])), key=lambda c: (counts[c], c))
+        counts[c] += 1
+    picks = {  # the middles of `counts[c]` equal slices of the length-sorted class
+        c: [by_class[c][int((j + 0.5) * len(by_class[c]) / counts[c])] for j in range(counts[c])] for c in classes
+    }
+    rounds = max(counts.values(), default=0)
+    return [picks[c][j] for j in range(rounds) for c in classes if j < counts[c]]
+
+
+def choose_examples(datamodule: Any, split: str, k: int, texts: Sequence[str], labelled: bool) -> list[Example]:
+    """`k` examples of the datamodule's `split` (`pick_examples`; none when it lacks the split), then `texts`.
+    Where the split keeps no texts (pretraining windows) an example's text is decoded from its ids; where the
+    module predicts no labels (`labelled` False) no example has one."""
+    data = getattr(datamodule, "splits", {}).get(split)
+    picked = pick_examples(data.labels, [len(ids) for ids in data.ids], k) if data else []
+    kept = getattr(data, "texts", None)
+    tok = datamodule.tokenizer
+    examples = [
+        Example(
+            name=f"example_{j}",
+            ids=data.ids[i],
+            label=int(data.labels[i]) if labelled else None,
+            text=kept[i] if kept else tok.decode([int(t) for t in data.ids[i]]),
+        )
+        for j, i in enumerate(picked)
+    ]
+    own = encode(tok, list(texts), datamodule.max_length) if texts else []
+    return examples + [
+        Example(f"text_{j}", ids, None, text) for j, (ids, text) in enumerate(zip(own, texts, strict=True))
+    ]
+
+
+def label_names(trainer: Any, pl_module: Any, num_classes: int) -> list[str]:
+    """The class names a run's pictures use: the datamodule's, else the module's (its checkpoint's), else ids."""
+    names = getattr(trainer.datamodule, "label_names", None) or pl_module.hparams.get("label_names")
+    return names_or_ids(names, num_classes)
+
+
+def table_cell(text: str) -> str:
+    """`text` as one markdown table cell: pipes escaped, whitespace runs (newlines too) made one space."""
+    return " ".join(str(text).split()).replace("|", "\\|")

@@ -1,0 +1,85 @@
+"""`SaveOnInterrupt`: Ctrl-C or SIGTERM during fit saves `last.ckpt` at a consistent step and prints the command
+that resumes the run."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from hydra.core.hydra_config import HydraConfig
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+log = logging.getLogger(__name__)
+
+
+def resume_command(ckpt_path: str | Path) -> str:
+    """The command line that resumes this Hydra run from `ckpt_path` (same overrides, new ckpt_path)."""
+    overrides: list[str] = []
+    if HydraConfig.initialized():
+        overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("ckpt_path=")]
+    args = [*overrides, f"ckpt_path={ckpt_path}"]
+    return "python train.py " + " ".join(shlex.quote(a) for a in args)
+
+
+class SaveOnInterrupt(Callback):
+    """On Ctrl-C or SIGTERM during fit, save `last.ckpt` beside the other checkpoints and say how to resume.
+
+    Both stop where Lightning stops for SIGTERM: after a training batch is stepped and logged (or
+    after a validation batch; that validation is not redone on resume). The first Ctrl-C only asks
+    for that stop (a second one stops at once), so the checkpoint holds one consistent step and the
+    resumed run continues the global step and the TensorBoard curves without a gap or a repeat.
+    Other exceptions leave `last.ckpt` as it was. (Lightning's OnExceptionCheckpoint saves on every
+    exception and deletes its file when the run ends; a resume point wants neither.)
+    """
+
+    def __init__(self) -> None:
+        self._ctrl_c = False
+        self._previous_handler: Any = None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._ctrl_c = False
+        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
+            self._previous_handler = signal.signal(signal.SIGINT, self._request_stop)
+
+    def _request_stop(self, signum: int, frame: Any) -> None:
+        lightning_stops = callable(signal.getsignal(signal.SIGTERM))  # Lightning's SIGTERM handler is installed
+        if self._ctrl_c or not lightning_stops:
+            raise KeyboardInterrupt
+        self._ctrl_c = True
+        signal.raise_signal(signal.SIGTERM)  # Lightning's own graceful stop, at the end of this step
+        log.warning("Ctrl-C: stopping after this training batch (press Ctrl-C again to stop at once)")
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._restore_handler()
+
+    def _restore_handler(self) -> None:
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGINT, self._previous_handler)
+            self._previous_handler = None
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        self._restore_handler()
+        interrupted = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
+        if not interrupted or trainer.state.fn != "fit" or trainer.sanity_checking or trainer.fast_dev_run:
+            return
+        callback = trainer.checkpoint_callback
+        dirpath = getattr(callback, "dirpath", None) or str(Path(trainer.default_root_dir) / "checkpoints")
+        path = Path(dirpath) / "last.ckpt"
+        trainer.save_checkpoint(path, weights_only=False)  # the full state; Lightning writes it atomically
+        ctrl_c = self._ctrl_c or isinstance(exception, KeyboardInterrupt)
+        if isinstance(exception, SIGTERMException):
+            exception.code = 128 + (signal.SIGINT if ctrl_c else signal.SIGTERM)  # the shell's exit status
+        log.warning(
+            "%s: stopped at epoch %d, global step %d; saved %s\nresume with:\n  %s",
+            "Ctrl-C" if ctrl_c else "SIGTERM",
+            trainer.current_epoch,
+            trainer.global_step,
+            path,
+            resume_command(path),
+        )

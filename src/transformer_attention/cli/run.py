@@ -1,0 +1,126 @@
+"""`run(task, cfg)`: what every entry point does around its task, and the one place its errors become a line.
+
+Check the config (before torch is imported: a bad value fails in about a second), lock the run folder, quiet
+the console, make DDP in a sweep spawn its ranks, print the config tree, then run the task from `TASKS`. Bad
+input (the project's UserErrors, a config Hydra cannot instantiate) ends a single run with `<kind>: <message>`
+on stderr and no traceback; in a sweep it is raised, so the sweep records the job as failed. A single run
+stopped before any work leaves no folder behind (a sweep's job keeps its folder: its log records the failure).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
+from hydra.types import RunMode
+from omegaconf import DictConfig, open_dict
+
+from ..compat import quiet_console
+from ..errors import UserError
+from ..files import resumed_in_place, run_dir_of
+from .config import check_config
+from .rundir import RunDirBusy, discard_unused, is_rank_zero, lock_run_dir
+from .tree import print_config_tree
+
+log = logging.getLogger(__name__)
+
+Main = Callable[[DictConfig], Any]
+
+
+# ---- the tasks: each imported only once its config has passed the check -----------------------------
+def _train() -> Main:
+    from ..tasks.train import main
+
+    return main
+
+
+def _evaluate() -> Main:
+    from ..tasks.evaluate import main
+
+    return main
+
+
+def _predict() -> Main:
+    from ..tasks.predict import main
+
+    return main
+
+
+def _pretrain() -> Main:
+    from ..tasks.pretrain import main
+
+    return main
+
+
+TASKS: dict[str, Callable[[], Main]] = {
+    "train": _train,
+    "evaluate": _evaluate,
+    "predict": _predict,
+    "pretrain": _pretrain,
+}
+SHOWS_TREE = ("train", "pretrain")  # the runs that train print their config tree and keep it in their folder
+
+
+def run(task: str, cfg: DictConfig) -> Any:
+    """Check `cfg`, then run `TASKS[task]`'s `main(cfg)`, as this module's docstring says."""
+    run_dir = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
+    try:
+        check_config(cfg)
+        if run_dir is not None and is_rank_zero():
+            lock_run_dir(run_dir)
+        quiet_console()  # each log line once, no tips (after the config check: it imports Lightning)
+        if in_sweep() and spawn_ddp(cfg.get("trainer")):
+            log.info("DDP in a multirun: ranks are spawned (trainer.strategy=%s)", cfg.trainer.strategy)
+        if task in SHOWS_TREE and run_dir is not None and is_rank_zero():
+            print_config_tree(cfg, save_to=tree_dir(cfg, run_dir) / "config_tree.log")
+        return TASKS[task]()(cfg)
+    except (UserError, InstantiationException) as err:
+        cause = err.__cause__ if isinstance(err.__cause__, UserError) else err  # a constructor's own error
+        kind = cause.kind if isinstance(cause, UserError) else "config error"
+        message = " ".join(str(cause).split())  # Hydra's messages span lines: one line
+        if in_sweep():
+            log.error("%s: %s", kind, message)
+            raise
+        if run_dir is not None and is_rank_zero():
+            busy = isinstance(cause, RunDirBusy)  # another run's folder: only this run's config goes
+            own = not busy and run_dir_of(cfg.get("ckpt_path")) != run_dir.resolve()  # not resumed in place
+            discard_unused(run_dir, own=own, subdir=HydraConfig.get().output_subdir, check_work=not busy)
+        raise SystemExit(f"{kind}: {message}") from None
+
+
+def tree_dir(cfg: DictConfig, run_dir: Path) -> Path:
+    """Where the config tree goes: the run folder, or beside `.hydra/resume_<time>/` for a run resumed in its own
+    folder (which keeps the first run's files)."""
+    if resumed_in_place(cfg.get("ckpt_path"), run_dir):
+        return run_dir / HydraConfig.get().output_subdir
+    return run_dir
+
+
+def in_sweep() -> bool:
+    """Whether this is a job of a multirun (grid, Optuna, any launcher), not a single run."""
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def spawn_ddp(trainer: DictConfig | None) -> bool:
+    """Switch a DDP trainer config from Lightning's default launch (the other ranks re-run the command
+    line) to spawned ranks; in place, True if changed. In a multirun, re-running the command line would
+    start the whole sweep again in every rank > 0 and hang."""
+    if trainer is None:
+        return False
+    strategy = trainer.get("strategy")
+    with open_dict(trainer):
+        if strategy == "ddp":
+            trainer.strategy = "ddp_spawn"
+            return True
+        if (
+            isinstance(strategy, DictConfig)
+            and str(strategy.get("_target_", "")).endswith("DDPStrategy")
+            and strategy.get("start_method", "popen") == "popen"
+        ):
+            strategy.start_method = "spawn"
+            return True
+    return False

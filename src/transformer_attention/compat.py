@@ -1,0 +1,65 @@
+"""Workarounds of a dependency's behaviour, each with its reason: the only module allowed to reach past a
+public API (tests/test_public_api.py scans the rest). Standard library at import time: the entry points call
+`quiet_console` before torch is imported."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import warnings
+from pathlib import Path
+
+# ---- Lightning's console --------------------------------------------------------------------------
+# Lightning gives its `lightning` logger a console handler of its own (`INFO: ...`) and, imported before Hydra
+# sets up logging, `lightning.pytorch` and `lightning.fabric` too; Hydra's root handlers print the same
+# records again in its format (and write them to the run's log file). It also prints tips advertising other
+# products, and its own code raises a deprecation warning under torch >= 2.10 that no user can act on.
+LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric")
+TIP_PREFIX = "\U0001f4a1 Tip:"  # "💡 Tip: For seamless cloud ..." (litlogger, litmodels)
+RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+# raised by lightning/pytorch/utilities/_pytree.py itself
+LIGHTNING_DEPRECATIONS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
+
+
+class DropTips(logging.Filter):
+    """Drops Lightning's tips that advertise other products."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(TIP_PREFIX)
+
+
+def quiet_console() -> None:
+    """Each Lightning log line once, through the root (Hydra's) handlers; no tips; no warnings from
+    Lightning's own calls. Idempotent. Call it after Hydra configured logging, before the Trainer."""
+    import lightning.pytorch  # noqa: F401  (imported first: it adds the handlers removed below)
+
+    if not logging.getLogger().handlers:
+        return  # nothing would print the records: keep Lightning's own handlers (no Hydra, e.g. a notebook)
+    for name in LIGHTNING_LOGGERS:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            if type(handler) is logging.StreamHandler:  # the console ones; a FileHandler is a subclass: kept
+                logger.removeHandler(handler)
+        logger.propagate = True
+    for name in RANK_ZERO_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, DropTips) for f in logger.filters):
+            logger.addFilter(DropTips())
+    for message in LIGHTNING_DEPRECATIONS:
+        warnings.filterwarnings("ignore", message=message)
+
+
+# ---- Lightning's CSV writer -----------------------------------------------------------------------
+def continue_csv_header(logger: object) -> None:
+    """Make a CSVLogger's writer continue the header of the `metrics.csv` it appends to. Lightning's writer
+    knows only the columns it wrote itself; in a process of its own (`ddp_spawn`: fit and test each spawn
+    their ranks from the parent's pickled logger) it meets a file written by another process and rewrites
+    it with too few columns (`ValueError: dict contains fields not in fieldnames`). Call it in the parent
+    before each spawned stage."""
+    path = Path(logger.experiment.metrics_file_path)
+    if path.is_file():
+        with path.open(newline="") as f:
+            header = next(csv.reader(f), [])
+        keys = logger.experiment.metrics_keys
+        keys.extend(k for k in header if k not in keys)
+        keys.sort()

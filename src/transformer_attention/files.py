@@ -1,0 +1,129 @@
+"""Files a run writes, and who may write them: `atomic_write` (the one way this project replaces a file) and
+`hold_lock` (the one lock, filelock's: run folders, Optuna studies, the pretrained-encoder cache).
+
+Standard library and filelock only: the entry points take a run folder's lock before torch is imported.
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from filelock import FileLock, Timeout
+
+from .errors import DiskError
+
+log = logging.getLogger(__name__)
+
+Content = bytes | bytearray | memoryview | str | Callable[[BinaryIO], object]
+
+
+def atomic_write(path: str | Path, content: Content) -> Path:
+    """Write `content` (bytes, text as UTF-8, or a function that writes into the open binary file) to `path`
+    so that no reader ever sees half a file: into a hidden temporary file in the same folder, synced, then
+    renamed over `path`. A failure leaves `path` as it was and no temporary file behind; a full disk is a
+    DiskError naming the folder and its free space."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    data = content.encode() if isinstance(content, str) else content
+    try:
+        with open(tmp, "xb") as f:  # the umask's permissions, as any new file
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskError(disk_full_message(path, None if callable(data) else len(data))) from None
+        raise
+    return path
+
+
+def disk_full_message(target: Path, needed: int | None = None) -> str:
+    """What to say when `target` (`needed` bytes, when known) could not be written for lack of space: the folder
+    and its free space."""
+    usage = shutil.disk_usage(target.parent)
+    mib = 1024 * 1024
+    size = f" ({needed / mib:.2f} MiB)" if needed is not None else ""
+    return (
+        f"no space left to write {target.name}{size} in {target.parent}: {usage.free / mib:.2f} MiB free of "
+        f"{usage.total / mib:.1f} MiB; every file already there is complete. Free space there, or run with "
+        f"paths.log_dir=<a folder on a disk with space>"
+    )
+
+
+class Busy(Exception):
+    """The lock is held by another live process; `holder` is its process id as it wrote it (or "?")."""
+
+    def __init__(self, path: Path, holder: str) -> None:
+        super().__init__(f"{path} is held by process {holder}")
+        self.path, self.holder = path, holder
+
+
+def hold_lock(path: str | Path, wait: bool = False, until_exit: bool = False) -> FileLock:
+    """Take the exclusive lock `path` (filelock: the kernel drops it when the process ends, even on `kill -9`).
+    Without `wait`, a lock another process holds raises Busy at once; with it, wait for that process. The
+    holder's process id goes to `<path>.pid` for the messages; a pid left there by a dead holder is logged as a
+    stale lock taken over. `until_exit`: released when this process exits."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path), timeout=-1 if wait else 0)
+    owner = path.with_name(path.name + ".pid")
+    try:
+        lock.acquire()
+    except Timeout:
+        raise Busy(path, _read(owner) or "?") from None
+    previous = _read(owner)
+    if previous and previous != str(os.getpid()) and not wait:
+        log.info("%s: took over the stale lock of process %s (no longer running)", path.parent, previous)
+    owner.write_text(f"{os.getpid()}\n")
+    if until_exit:
+        atexit.register(release_lock, lock)
+    return lock
+
+
+def release_lock(lock: FileLock) -> None:
+    """Let go of a lock `hold_lock` took, first removing its `.pid` file (the lock file stays: a process may be
+    waiting on it, and one removed under it would let a third process take a second lock on a new file)."""
+    if not lock.is_locked:
+        return
+    path = Path(lock.lock_file)
+    path.with_name(path.name + ".pid").unlink(missing_ok=True)
+    lock.release(force=True)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def run_dir_of(ckpt_path: str | Path | None) -> Path | None:
+    """The run folder `<run>` of a checkpoint at `<run>/checkpoints/*.ckpt`, if it is a Hydra run folder."""
+    if not ckpt_path:
+        return None
+    p = Path(str(ckpt_path)).expanduser().resolve()
+    run = p.parent.parent
+    if p.is_file() and p.parent.name == "checkpoints" and (run / ".hydra").is_dir():
+        return run
+    return None
+
+
+def resumed_in_place(ckpt_path: str | Path | None, output_dir: str | Path) -> bool:
+    """Whether a run in `output_dir` resumes `ckpt_path` inside the run folder that wrote it (train.yaml's
+    hydra.run.dir puts it there)."""
+    run = run_dir_of(ckpt_path)
+    return run is not None and run == Path(output_dir).resolve()

@@ -1,0 +1,35 @@
+"""Pictures of attention, all on one 0-1 colour scale (style.py): heatmaps and rollout bars as matplotlib
+Figures (plots.py), the same figures drawn once and rendered fast for every logged step (figures.py),
+attention rollout (rollout.py) and the offline interactive page (html.py, page.html/.css/.js)."""
+
+from .figures import AttentionGrid, RolloutBars
+from .html import attention_html, read_attention_data, save_attention_html
+from .plots import (
+    attention_window,
+    cut_note,
+    figure_to_array,
+    noted,
+    plot_attention,
+    plot_confusion_matrix,
+    plot_rollout,
+    save_attention_png,
+)
+from .rollout import attention_rollout, pooled_rollout
+
+__all__ = [
+    "AttentionGrid",
+    "RolloutBars",
+    "attention_html",
+    "attention_rollout",
+    "attention_window",
+    "cut_note",
+    "figure_to_array",
+    "noted",
+    "plot_attention",
+    "plot_confusion_matrix",
+    "plot_rollout",
+    "pooled_rollout",
+    "read_attention_data",
+    "save_attention_html",
+    "save_attention_png",
+]

@@ -1,0 +1,225 @@
+"""Figures drawn once and rendered fast: `AttentionGrid` (heads of one layer) and `RolloutBars` (the rollout's
+shares) draw their labels, titles and colour bar once with matplotlib; then, for each new set of weights, they
+write only the cells (as arrays) and a status line (Pillow, with matplotlib's own font): what makes logging
+maps at every logged step cheap. Sizes and the colour scale: style.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from .style import (
+    BAR_PX,
+    CARD_PX,
+    CELL_PX,
+    CMAP,
+    DPI,
+    FONT_PX,
+    GAP_PX,
+    NORM,
+    STATUS_COLOUR,
+    TITLE_PX,
+    Frame,
+    as_numpy,
+    colors,
+    draw_colorbar,
+    draw_header,
+    header_px,
+    short_label,
+    text_px,
+    write_texts,
+)
+
+
+class AttentionGrid:
+    """Heatmaps of one text's attention: a panel per map (e.g. each head, then their mean), `ncols` per row,
+    on the fixed 0-1 colour scale with a colour bar at the bottom. The tokens label the keys under every
+    panel and the queries left of each row (the panels of a row share them). Sized so that a 12-token text
+    in two columns fits TensorBoard's image card (`CARD_PX`) at actual size.
+
+    `draw(maps)` returns the figure; `render(maps, status)` its pixels, fast: the labels are drawn once and
+    each call only writes the cells (as arrays) and the one-line `status` (say, the step and prediction)."""
+
+    def __init__(
+        self,
+        tokens: Sequence[str],
+        panel_titles: Sequence[str],
+        title: str | None = None,
+        *,
+        ncols: int = 2,
+        status: bool = False,
+    ) -> None:
+        n, P = len(tokens), len(panel_titles)
+        if n == 0 or P == 0:
+            raise ValueError(f"an attention grid needs tokens and panels, got {n} tokens and {P} panels")
+        self.n, self.P = n, P
+        cols, rows = min(ncols, P), math.ceil(P / min(ncols, P))
+        self.labels = labels = [short_label(t) for t in tokens]
+        margin = int(6 + max(text_px(t, FONT_PX) for t in labels))  # room for the token labels
+        budget = (CARD_PX - 8 - margin - (cols - 1) * GAP_PX) / (cols * n)
+        self.cell = cell = int(min(CELL_PX[1], max(CELL_PX[0], budget)))
+        side = cell * n  # a panel is side x side px
+        W = 8 + margin + cols * side + (cols - 1) * GAP_PX
+        head = header_px(title, W, status)
+        row_px = TITLE_PX + 6 + side + margin  # panel title, cells, key labels
+        H = head + rows * row_px + BAR_PX
+        self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
+        self.status, self.status_xy = draw_header(fig, title, status)
+        self.axes, self.images, self.boxes = [], [], []  # boxes: (top, left) px of each panel's cells
+        blank = np.zeros((n, n), dtype=np.float32)
+        copied, copies = [], []  # labels the static frame copies from the first panel's pixels, not draws
+        for p in range(P):
+            r, c = divmod(p, cols)
+            left, top = 4 + margin + c * (side + GAP_PX), head + r * row_px + TITLE_PX + 6
+            if p:  # the same labels as panel 0's, at a whole number of pixels from them
+                top0, left0 = self.boxes[0]
+                copies.append(((top0 + side, left0 - 2, margin, side + 4), (top + side, left - 2, margin, side + 4)))
+                if c == 0:
+                    copies.append(((top0 - 2, 0, side + 4, left0 - 1), (top - 2, 0, side + 4, left - 1)))
+            ax = fig.add_axes((left / W, 1 - (top + side) / H, side / W, side / H))
+            image = ax.imshow(blank, cmap=CMAP, norm=NORM, interpolation="nearest", aspect="auto", resample=False)
+            ax.set_axis_off()  # labels as plain texts below: no tick machinery, a fraction of the drawing time
+            fig.text((left + side / 2) / W, 1 - (top - 3) / H, panel_titles[p], fontsize=TITLE_PX, ha="center")
+            for i, label in enumerate(labels):
+                centre = (i + 0.5) * cell
+                key = fig.text(  # key i under the panel
+                    (left + centre) / W,
+                    1 - (top + side + 3) / H,
+                    label,
+                    fontsize=FONT_PX,
+                    rotation=90,
+                    ha="center",
+                    va="top",
+                )
+                copied += [key] if p else []
+                if c == 0:  # query i left of the row
+                    query = fig.text(
+                        (left - 3) / W, 1 - (top + centre) / H, label, fontsize=FONT_PX, ha="right", va="center"
+                    )
+                    copied += [query] if p else []
+            self.axes.append(ax)
+            self.images.append(image)
+            self.boxes.append((top, left))
+        draw_colorbar(fig, "attention weight (0 to 1, the same scale in every image)")
+        hidden = [*self.images, *([self.status] if self.status is not None else []), *copied]
+        self._frame = Frame(fig, hidden=hidden, copies=copies)
+
+    def prepare(self) -> None:
+        """Draw the static part now (else the first `render` does)."""
+        self._frame.pixels()
+
+    def _check(self, maps: np.ndarray | torch.Tensor) -> np.ndarray:
+        m = as_numpy(maps)
+        if m.shape != (self.P, self.n, self.n):
+            raise ValueError(f"{tuple(m.shape)} maps for a grid of {self.P} panels of {self.n} tokens")
+        return m
+
+    def draw(self, maps: np.ndarray | torch.Tensor, status: str | None = None) -> Figure:
+        """The figure with `maps` (P, n, n) in its panels."""
+        for image, panel in zip(self.images, self._check(maps), strict=True):
+            image.set_data(panel)
+        if self.status is not None:
+            self.status.set_text(status or "")
+        return self.fig
+
+    def render(self, maps: np.ndarray | torch.Tensor, status: str | None = None) -> np.ndarray:
+        """The (H, W, 3) uint8 pixels of the figure with `maps` (P, n, n): the static frame with the cells
+        written as arrays (one `colors` block of cell x cell px per weight) and the status line."""
+        m = self._check(maps)
+        out = self._frame.pixels()
+        side = self.cell * self.n
+        for (top, left), panel in zip(self.boxes, m, strict=True):
+            cells = colors(panel)  # (n, n, 3)
+            out[top : top + side, left : left + side] = cells.repeat(self.cell, axis=0).repeat(self.cell, axis=1)
+        if self.status is not None and status:
+            write_texts(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
+        return out
+
+
+class RolloutBars:
+    """Horizontal bars, one per input token (top to bottom in text order): the share of each token in the
+    pooled vector the classifier reads (`pooled_rollout`), on a fixed 0-1 axis, coloured on the 0-1 scale
+    of the attention maps, each with its value. `draw(shares)` returns the figure, `render(shares, status)`
+    its pixels (the axes drawn once; bars written as arrays, values and status as texts)."""
+
+    ROW_PX = 16
+
+    def __init__(self, tokens: Sequence[str], title: str | None = None, *, status: bool = False) -> None:
+        n = len(tokens)
+        if n == 0:
+            raise ValueError("rollout bars need at least one token")
+        self.n = n
+        self.labels = labels = [short_label(t) for t in tokens]
+        margin = int(8 + max(text_px(t, FONT_PX) for t in labels))
+        W = CARD_PX
+        head = header_px(title, W, status)
+        self.height = n * self.ROW_PX
+        self.width = W - margin - 46  # room for the values right of the bars
+        self.top, self.left = head + 8, margin
+        H = self.top + self.height + 24 + BAR_PX  # 24: the 0-1 axis under the bars
+        self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
+        self.status, self.status_xy = draw_header(fig, title, status)
+        ax = fig.add_axes((margin / W, 1 - (self.top + self.height) / H, self.width / W, self.height / H))
+        ax.set_xlim(0, 1)
+        ax.set_ylim(n - 0.5, -0.5)  # the first token on top
+        ax.set_yticks([])
+        for i, label in enumerate(labels):  # token labels as plain texts: no tick machinery
+            y = self.top + (i + 0.5) * self.ROW_PX
+            fig.text((margin - 4) / W, 1 - y / H, label, fontsize=FONT_PX, ha="right", va="center")
+        ax.set_axis_off()  # the 0-1 axis as plain lines and texts: no tick machinery
+        bottom = 1 - (self.top + self.height) / H
+        for value in (0.0, 0.25, 0.5, 0.75, 1.0):
+            x = (margin + value * self.width) / W
+            colour = "black" if value == 0 else "#dddddd"
+            fig.add_artist(Line2D([x, x], [bottom, 1 - self.top / H], color=colour, linewidth=0.8, zorder=0))
+            fig.text(x, bottom - 3 / H, f"{value:.2f}", fontsize=FONT_PX - 1, ha="center", va="top")
+        fig.add_artist(Line2D([margin / W, (margin + self.width) / W], [bottom, bottom], color="black", linewidth=0.8))
+        self.ax = ax
+        self.bars = list(ax.barh(range(n), np.zeros(n), height=0.75, color=colormaps[CMAP](0.0)))
+        self.values = [ax.text(0, i, "", va="center", ha="left", fontsize=FONT_PX - 1) for i in range(n)]
+        draw_colorbar(fig, "share of the pooled vector (0 to 1)")
+        texts = [*self.values, *([self.status] if self.status is not None else [])]
+        self._frame = Frame(fig, hidden=[*self.bars, *texts])
+
+    def prepare(self) -> None:
+        """Draw the static part now (else the first `render` does)."""
+        self._frame.pixels()
+
+    def _check(self, shares: np.ndarray | torch.Tensor) -> np.ndarray:
+        s = as_numpy(shares)
+        if s.shape != (self.n,):
+            raise ValueError(f"{tuple(s.shape)} shares for {self.n} tokens")
+        return s
+
+    def draw(self, shares: np.ndarray | torch.Tensor, status: str | None = None) -> Figure:
+        s = self._check(shares)
+        for bar, text, value, colour in zip(self.bars, self.values, s, colors(s), strict=True):
+            bar.set_width(float(value))
+            bar.set_color(colour / 255)
+            text.set_x(float(value) + 0.01)
+            text.set_text(f"{value:.2f}")
+        if self.status is not None:
+            self.status.set_text(status or "")
+        return self.fig
+
+    def render(self, shares: np.ndarray | torch.Tensor, status: str | None = None) -> np.ndarray:
+        s = self._check(shares)
+        out = self._frame.pixels()
+        pad = round(self.ROW_PX * 0.125)  # bars are 0.75 of a row high
+        values = []
+        for i, (value, colour) in enumerate(zip(s, colors(s), strict=True)):
+            length = int(round(float(np.clip(value, 0, 1)) * self.width))
+            top = self.top + i * self.ROW_PX
+            out[top + pad : top + self.ROW_PX - pad, self.left : self.left + length] = colour
+            values.append(((self.left + length + 3, top + (self.ROW_PX - FONT_PX) / 2 - 1), f"{value:.2f}"))
+        write_texts(out, values, FONT_PX - 1, "black")
+        if self.status is not None and status:
+            write_texts(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
+        return out

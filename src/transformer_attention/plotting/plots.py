@@ -1,0 +1,142 @@
+"""One-shot figures: attention heatmaps, rollout bars and confusion matrices as matplotlib Figures.
+
+Nothing here goes through pyplot, so importing it changes no notebook's or GUI's backend. In a notebook a
+returned Figure displays itself; `figure_to_array` gives the (H, W, 3) uint8 image an image logger takes;
+`save_attention_png` writes a PNG file. Heatmaps: rows are queries, columns keys (the tutorials'
+`weights[q, k]`), on the one 0-1 colour scale of every attention image (style.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from .figures import AttentionGrid, RolloutBars
+from .rollout import attention_rollout, pooled_rollout
+from .style import DPI, MAX_TOKENS, as_numpy
+
+
+def attention_window(
+    tokens: Sequence[str], weights: np.ndarray | torch.Tensor, max_tokens: int | None = MAX_TOKENS
+) -> tuple[list[str], np.ndarray]:
+    """Check shapes and cut `tokens` and the (T, T) or (H, T, T) `weights` to the first `max_tokens`."""
+    w = as_numpy(weights)
+    if w.ndim not in (2, 3) or w.shape[-1] != w.shape[-2]:
+        raise ValueError(f"attention weights must be (T, T) or (H, T, T), got shape {tuple(w.shape)}")
+    if w.shape[-1] != len(tokens):
+        raise ValueError(
+            f"{len(tokens)} tokens for a {w.shape[-1]} x {w.shape[-1]} attention map: strip padding from the "
+            "weights (weights[..., :n, :n]) or pass one token per position"
+        )
+    n = len(tokens) if max_tokens is None else min(len(tokens), max_tokens)
+    return list(tokens[:n]), w[..., :n, :n]
+
+
+def cut_note(shown: int, total: int) -> str:
+    """`first 40 of 60 tokens` for a text cut to its first `shown` of `total` tokens; empty when not cut."""
+    return f"first {shown} of {total} tokens" if shown < total else ""
+
+
+def noted(title: str | None, shown: int, total: int) -> str | None:
+    """`title` with the `cut_note` after it (or the note alone), when the text was cut."""
+    note = cut_note(shown, total)
+    return (f"{title}  ({note})" if title else note) if note else title
+
+
+def plot_attention(
+    tokens: Sequence[str],
+    weights: np.ndarray | torch.Tensor,
+    title: str | None = None,
+    *,
+    max_tokens: int | None = MAX_TOKENS,
+    panel_titles: Sequence[str] | None = None,
+    ncols: int = 2,
+) -> Figure:
+    """A heatmap of one (T, T) attention map, or a grid of one panel per head for (H, T, T), on the
+    0-1 colour scale.
+
+    `tokens` label both axes (queries down, keys across); texts longer than `max_tokens` are cut
+    to their first `max_tokens` tokens and the title says so. Strip padding before calling.
+    """
+    shown, w = attention_window(tokens, weights, max_tokens)
+    maps = w[None] if w.ndim == 2 else w  # (H, n, n)
+    H = maps.shape[0]
+    if panel_titles is None:
+        panel_titles = [f"head {h}" for h in range(H)] if w.ndim == 3 else [""]
+    if len(panel_titles) != H:
+        raise ValueError(f"{len(panel_titles)} panel titles for {H} attention maps")
+    return AttentionGrid(shown, panel_titles, noted(title, len(shown), len(tokens)), ncols=ncols).draw(maps)
+
+
+def plot_rollout(
+    tokens: Sequence[str],
+    attentions: Sequence[np.ndarray | torch.Tensor],
+    title: str | None = None,
+    *,
+    pooling: str = "cls",
+    max_tokens: int | None = MAX_TOKENS,
+) -> Figure:
+    """Bars of each input token's share in the pooled vector, by attention rollout through all layers
+    (`attention_rollout`, then `pooled_rollout`). `attentions`: one (H, T, T) map per layer, padding cut off."""
+    shares = pooled_rollout(attention_rollout(attentions), pooling)
+    if len(shares) != len(tokens):
+        raise ValueError(f"{len(tokens)} tokens for a rollout over {len(shares)} positions: strip padding first")
+    n = len(tokens) if max_tokens is None else min(len(tokens), max_tokens)
+    return RolloutBars(list(tokens[:n]), noted(title, n, len(tokens))).draw(shares[:n])
+
+
+def plot_confusion_matrix(
+    matrix: np.ndarray | torch.Tensor, label_names: Sequence[str], title: str | None = None
+) -> Figure:
+    """Counts of (true row, predicted column), each cell annotated, rows normalised for the colour."""
+    m = as_numpy(matrix)
+    C = len(label_names)
+    if m.shape != (C, C):
+        raise ValueError(f"confusion matrix of shape {tuple(m.shape)} for {C} label names")
+    recall = m / np.clip(m.sum(axis=1, keepdims=True), 1, None)  # colour: fraction of each true class
+    size = max(3.2, 0.6 * C + 1.8)
+    fig = Figure(figsize=(size + 0.8, size), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    image = ax.imshow(recall, cmap="Blues", vmin=0.0, vmax=1.0)
+    names = list(label_names)
+    ax.set_xticks(range(C), names, rotation=45, ha="right")
+    ax.set_yticks(range(C), names)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    if C <= 20:
+        for i in range(C):
+            for j in range(C):
+                color = "white" if recall[i, j] > 0.5 else "black"
+                ax.text(j, i, f"{int(m[i, j])}", ha="center", va="center", color=color, fontsize=9)
+    fig.colorbar(image, ax=ax, shrink=0.8, label="fraction of true class")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return fig
+
+
+def figure_to_array(fig: Figure) -> np.ndarray:
+    """Render `fig` to an (H, W, 3) uint8 RGB array, for `add_image(..., dataformats="HWC")`."""
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()  # (H, W, 3)
+
+
+def save_attention_png(
+    path: str | Path,
+    tokens: Sequence[str],
+    weights: np.ndarray | torch.Tensor,
+    title: str | None = None,
+    **kwargs,
+) -> Path:
+    """`plot_attention(tokens, weights, title, **kwargs)` written to `path` as a PNG; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = plot_attention(tokens, weights, title, **kwargs)
+    fig.savefig(path, format="png")
+    return path

@@ -1,0 +1,145 @@
+"""What every attention image shares: the one 0-1 colour scale (`NORM`, `colors`), the sizes in pixels (DPI 72:
+1 pt = 1 px) chosen for TensorBoard's image card (`CARD_PX` wide), and the pieces the fast figures
+(figures.py) are drawn from: a `Frame` whose static part is drawn once, Pillow text with matplotlib's own
+font, a wrapped header, a colour bar strip. Figures are `matplotlib.figure.Figure` with an Agg canvas, never
+pyplot.
+"""
+
+from __future__ import annotations
+
+import functools
+import textwrap
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from matplotlib import colormaps, font_manager
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from PIL import Image, ImageDraw, ImageFont
+
+CMAP = "viridis"  # perceptually uniform, brightness rises with the value
+MAX_TOKENS = 40  # longer texts are cut to their first MAX_TOKENS tokens: labels stay readable
+DPI = 72  # 1 pt = 1 px, so the sizes below are pixels
+CARD_PX = 350  # an image card in TensorBoard's IMAGES tab (1600 px window); wider images are shrunk to it
+FONT_PX = 9  # tick labels (tokens)
+TITLE_PX = 10
+LABEL_CHARS = 14  # longer tokens are shortened to this many characters on the axes
+CELL_PX = (11, 24)  # smallest and largest cell of a heatmap
+GAP_PX = 10
+NORM = Normalize(vmin=0.0, vmax=1.0)  # the one colour scale of every attention image
+
+
+def as_numpy(weights: np.ndarray | torch.Tensor) -> np.ndarray:
+    """`weights` (a tensor, array or nested lists) as a float32 NumPy array, on the CPU."""
+    if isinstance(weights, torch.Tensor):
+        weights = weights.detach().float().cpu().numpy()
+    return np.asarray(weights, dtype=np.float32)
+
+
+def short_label(token: str) -> str:
+    return token if len(token) <= LABEL_CHARS else token[: LABEL_CHARS - 1] + "\u2026"
+
+
+def text_px(text: str, size: int) -> float:
+    """A generous width estimate of `text` in DejaVu Sans at `size` px (no renderer needed)."""
+    return 0.56 * size * len(text)
+
+
+class Frame:
+    """A figure whose static part (labels, titles, colour bar) is drawn once, without the `hidden` artists;
+    `pixels()` returns a copy of those RGB pixels for a caller to write cells (arrays) and texts (`text`) into."""
+
+    def __init__(self, fig: Figure, hidden: Sequence, copies: Sequence[tuple[tuple, tuple]] = ()) -> None:
+        self.fig, self.hidden = fig, list(hidden)  # artists left out of the static frame
+        self.copies = list(copies)  # (source, target) pixel boxes (top, left, height, width), copied after drawing
+        self.canvas = FigureCanvasAgg(fig)  # attach an Agg canvas: drawing works without pyplot
+        self.static: np.ndarray | None = None
+
+    def pixels(self) -> np.ndarray:
+        if self.static is None:
+            visible = [a.get_visible() for a in self.hidden]
+            for artist in self.hidden:
+                artist.set_visible(False)
+            self.canvas.draw()
+            self.static = np.asarray(self.canvas.buffer_rgba())[..., :3].copy()  # (H, W, 3)
+            for (top, left, h, w), (to_top, to_left, _, _) in self.copies:  # hidden labels: the same pixels
+                self.static[to_top : to_top + h, to_left : to_left + w] = self.static[top : top + h, left : left + w]
+            for artist, was in zip(self.hidden, visible, strict=True):
+                artist.set_visible(was)
+        return self.static.copy()
+
+
+@functools.lru_cache(maxsize=4)
+def font(size: int) -> ImageFont.FreeTypeFont:
+    """matplotlib's own DejaVu Sans for Pillow, which writes a line of text in a fraction of a millisecond."""
+    return ImageFont.truetype(font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans")), size)
+
+
+def write_texts(pixels: np.ndarray, texts: Sequence[tuple[tuple[float, float], str]], size: int, fill: str) -> None:
+    """Write each `((x, y) px of its top-left corner, text)` into the (H, W, 3) `pixels`, in place (through
+    the band of rows the texts cover, not a copy of the whole image)."""
+    top = max(0, int(min(y for (_, y), _ in texts)))
+    bottom = min(len(pixels), int(max(y for (_, y), _ in texts) + 2 * size))
+    band = Image.fromarray(pixels[top:bottom])
+    draw = ImageDraw.Draw(band)
+    for (x, y), text in texts:
+        draw.text((x, y - top), text, font=font(size), fill=fill)
+    pixels[top:bottom] = np.asarray(band)
+
+
+def title_lines(title: str | None, width_px: float) -> list[str]:
+    return textwrap.wrap(title or "", width=max(10, int((width_px - 8) / (0.56 * TITLE_PX))))
+
+
+def header_px(title: str | None, width_px: float, status: bool) -> int:
+    return 6 + len(title_lines(title, width_px)) * (TITLE_PX + 3) + (TITLE_PX + 4 if status else 0)
+
+
+STATUS_COLOUR = "#444444"
+
+
+def draw_header(fig: Figure, title: str | None, status: bool) -> tuple[object, tuple[int, int]]:
+    """Title lines (wrapped to the width, never cut off) and, with `status`, a one-line text below them that
+    may change from image to image; returns that Text (None without) and its top-left corner in px."""
+    W, H = fig.get_figwidth() * DPI, fig.get_figheight() * DPI
+    lines = title_lines(title, W)
+    if lines:
+        fig.text(4 / W, 1 - 4 / H, "\n".join(lines), fontsize=TITLE_PX, va="top", ha="left", linespacing=1.3)
+    top = 6 + len(lines) * (TITLE_PX + 3)
+    if not status:
+        return None, (4, top)
+    return fig.text(4 / W, 1 - top / H, "", fontsize=TITLE_PX, va="top", ha="left", color=STATUS_COLOUR), (4, top)
+
+
+BAR_PX = 46  # the colour bar strip at the bottom of every attention image
+
+
+def draw_colorbar(fig: Figure, label: str) -> None:
+    """A horizontal 0-1 colour bar in the strip at the bottom of `fig`: the colours as an image (one pixel
+    column per step, in an axes without axis), ticks and labels as lines and texts (no tick machinery)."""
+    W, H = fig.get_figwidth() * DPI, fig.get_figheight() * DPI
+    left, width, top = int(0.1 * W), int(0.8 * W), int(H) - 33  # bar: 9 px high, its top 33 px above the bottom
+    bar = fig.add_axes((left / W, 1 - (top + 9) / H, width / W, 9 / H))  # scales with the figure's dpi
+    bar.imshow(colors(np.linspace(0.0, 1.0, width))[None], aspect="auto", interpolation="nearest")  # (1, width, 3)
+    bar.set_axis_off()
+    for value in (0.0, 0.25, 0.5, 0.75, 1.0):
+        x = (left + value * (width - 1) + 0.5) / W
+        fig.add_artist(Line2D([x, x], [1 - (top + 9) / H, 1 - (top + 11) / H], color="black", linewidth=0.8))
+        fig.text(x, 1 - (top + 12) / H, f"{value:.2f}", fontsize=FONT_PX - 1, ha="center", va="top")
+    fig.text(0.5, 1 - (top + 22) / H, label, fontsize=FONT_PX, ha="center", va="top")
+
+
+@functools.lru_cache(maxsize=1)
+def colour_table() -> np.ndarray:
+    return colormaps[CMAP](np.linspace(0.0, 1.0, colormaps[CMAP].N), bytes=True)[:, :3]  # (N, 3) uint8
+
+
+def colors(values: np.ndarray) -> np.ndarray:
+    """RGB uint8 colours of `values` on the one attention scale (0 to 1, clipped), exactly as imshow draws
+    them (matplotlib's lookup: entry floor(v * N), the top value in the last entry)."""
+    lut = colour_table()
+    index = (np.asarray(values, dtype=np.float32) * len(lut)).astype(np.int64)
+    return lut[np.clip(index, 0, len(lut) - 1)]

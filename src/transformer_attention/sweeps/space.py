@@ -1,0 +1,51 @@
+"""The search space of a sweep: Hydra's sweep overrides (`choice`, `a,b,c`, `range`, `interval`, `tag(log, ...)`)
+as Optuna distributions, and the overrides of one trial's job."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import IntervalSweep, Override, RangeSweep, Transformer
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+
+
+def search_space(overrides: Sequence[str]) -> tuple[dict[str, BaseDistribution], list[str]]:
+    """Split Hydra overrides into Optuna distributions (`choice(...)`, `a,b,c`, `range(...)`,
+    `interval(...)`, `tag(log, interval(...))`) and the fixed overrides every job gets as written.
+    A later override of a key replaces an earlier one: the command line beats `hydra.sweeper.params`."""
+    space: dict[str, BaseDistribution] = {}
+    fixed: dict[str, str] = {}
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        key = override.get_key_element()  # with its +, ++ or ~ prefix: the job gets it back as written
+        space.pop(key, None)
+        fixed.pop(key, None)
+        if override.is_sweep_override():
+            space[key] = distribution(override)
+        else:
+            fixed[key] = str(override.input_line)
+    return space, list(fixed.values())
+
+
+def distribution(override: Override) -> BaseDistribution:
+    """The Optuna distribution of one sweep override. An `interval` is continuous (tag `int`: whole
+    numbers, tag `log`: log scale); an integer `range` is an IntDistribution with its step; anything
+    else is categorical over its values."""
+    sweep = override.value()
+    if isinstance(sweep, IntervalSweep):
+        log_scale = "log" in sweep.tags
+        if "int" in sweep.tags:
+            return IntDistribution(int(sweep.start), int(sweep.end), log=log_scale)
+        return FloatDistribution(float(sweep.start), float(sweep.end), log=log_scale)
+    ints = isinstance(sweep, RangeSweep) and all(isinstance(v, int) for v in (sweep.start, sweep.stop, sweep.step))
+    if ints and not sweep.shuffle and sweep.step > 0 and sweep.stop > sweep.start:
+        last = sweep.start + (sweep.stop - 1 - sweep.start) // sweep.step * sweep.step  # Hydra's stop is exclusive
+        return IntDistribution(sweep.start, last, step=sweep.step)
+    return CategoricalDistribution(list(override.sweep_iterator(transformer=Transformer.encode)))
+
+
+def trial_overrides(fixed: Sequence[str], params: dict[str, Any]) -> tuple[str, ...]:
+    """The overrides of one trial's job: the trial's values, then the fixed ones (what the trial tried leads
+    its folder's name, `job_name` in cli/resolvers.py; the keys differ, so the order does not change the config)."""
+    return (*(f"{key}={Transformer.str(value)}" for key, value in params.items()), *fixed)

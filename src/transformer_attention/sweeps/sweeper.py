@@ -1,0 +1,199 @@
+"""Optuna sweeps on Optuna's ask-and-tell API, behind Hydra's public `Sweeper` interface.
+
+`StudySweeper` (reached through `hydra_plugins.transformer_attention_sweeper.OptunaSweeper`) asks the
+study for trials, launches one Hydra job per trial with whichever launcher is configured (job number =
+trial number, so trial N's folder is `<sweep>/N`) and tells the study how each job ended: COMPLETE with
+the value it returned, PRUNED when its pruning callback stopped it (`pruning.OptunaPruning`, which
+reports to the same trial from the job, in this process or another), FAIL otherwise.
+
+The study lives in its storage (SQLite in the sweep folder by default), so a sweep survives being stopped:
+run the same command again and it runs only the missing trials (`n_trials` is the study's total), numbered
+on from the study's, with the seeded sampler stepped past the trials it already proposed; trials the
+stopped launch left RUNNING are marked FAIL; a second launch of a running study is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from optuna.trial import TrialState
+
+from ..checks import is_finite
+from .space import search_space, trial_overrides
+from .study import (
+    INTERRUPTED_ATTR,
+    RESULTS_FILE,
+    SweepError,
+    check_overrides,
+    fail_interrupted,
+    lock_study,
+    sqlite_path,
+    trials_done,
+)
+
+log = logging.getLogger(__name__)
+
+
+class StudySweeper(Sweeper):
+    """`n_trials` is the study's total: a launch runs only the trials still missing, `n_jobs` at a time."""
+
+    def __init__(
+        self,
+        *,
+        storage: str | None = None,
+        study_name: str | None = None,
+        n_trials: int = 20,
+        n_jobs: int = 1,
+        direction: Any = "maximize",
+        max_failure_rate: float = 0.0,
+        sampler: DictConfig | None = None,
+        pruner: DictConfig | None = None,
+        params: DictConfig | None = None,
+        enqueue_trials: Sequence[Any] = (),
+    ) -> None:
+        self.storage, self.study_name = storage, study_name
+        self.n_trials, self.n_jobs, self.max_failure_rate = n_trials, max(1, n_jobs), max_failure_rate
+        self.directions = [direction] if isinstance(direction, str) else list(direction)
+        self.sampler_config, self.pruner_config = sampler, pruner
+        self.params = dict(params or {})
+        self.enqueue_trials = [dict(p) for p in enqueue_trials]
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.hydra_context, self.config = hydra_context, config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+        self.task_overrides = list(config.hydra.overrides.task)
+
+    def sweep(self, arguments: list[str]) -> None:
+        try:
+            self._sweep(arguments)
+        except SweepError as err:
+            raise SystemExit(f"sweep error: {err}") from None
+
+    def _sweep(self, arguments: list[str]) -> None:
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        db = sqlite_path(self.storage)
+        if db is not None:
+            db.parent.mkdir(parents=True, exist_ok=True)  # SQLite creates the file, not its folder
+        if self.storage is not None and self.study_name is None:
+            raise SweepError("a stored study needs a name: set hydra.sweeper.study_name")
+        self._lock = lock_study(sweep_dir, str(self.study_name))
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        space, fixed = search_space([f"{key}={value}" for key, value in self.params.items()] + list(arguments))
+        if not space:
+            raise SweepError(
+                "nothing to search: give hydra.sweeper.params (or the command line) at least one "
+                "choice(...), range(...) or interval(...)"
+            )
+
+        study = self.open_study()
+        check_overrides(study, self.task_overrides)
+        fail_interrupted(study)
+        if not study.trials:
+            for params in self.enqueue_trials:
+                study.enqueue_trial(params)
+        done = trials_done(study)
+        to_go = max(0, self.n_trials - done)
+        if done:
+            log.info("resuming study %r: %d of %d trials done, %d to go", study.study_name, done, self.n_trials, to_go)
+        while to_go > 0:
+            batch = [study.ask(fixed_distributions=space) for _ in range(min(self.n_jobs, to_go))]
+            to_go -= len(batch)
+            self.run_batch(study, batch, fixed)
+            self.check_failure_rate(study, sweep_dir)
+        self.write_results(study, sweep_dir)
+
+    def open_study(self) -> optuna.Study:
+        """Create or load the study, its sampler seeded past the trials it already holds (the same seed
+        again would propose the first trials again)."""
+        study = optuna.create_study(
+            study_name=self.study_name, storage=self.storage, directions=self.directions, load_if_exists=True
+        )
+        config = self.sampler_config
+        seed = config.get("seed") if config is not None else None
+        if config is None:
+            sampler = optuna.samplers.TPESampler()
+        elif seed is not None:
+            sampler = instantiate(config, seed=seed + len(study.trials))
+        else:
+            sampler = instantiate(config)
+        pruner = instantiate(self.pruner_config) if self.pruner_config is not None else optuna.pruners.NopPruner()
+        if self.storage is None:  # in memory: nothing to resume, a fresh study with the sampler
+            return optuna.create_study(study_name=self.study_name, directions=self.directions, sampler=sampler)
+        return optuna.load_study(study_name=self.study_name, storage=self.storage, sampler=sampler, pruner=pruner)
+
+    def run_batch(self, study: optuna.Study, batch: list[optuna.trial.Trial], fixed: list[str]) -> None:
+        """Launch one job per trial (job number = trial number) and tell the study how each ended."""
+        overrides = [trial_overrides(fixed, trial.params) for trial in batch]
+        try:
+            self.validate_batch_is_legal(overrides)
+            returns = self.launcher.launch(overrides, initial_job_idx=batch[0].number)
+        except Exception:
+            for trial in batch:
+                study.tell(trial, state=TrialState.FAIL)
+            raise
+        for trial, job in zip(batch, returns, strict=True):
+            self.tell(study, trial, job)
+
+    def tell(self, study: optuna.Study, trial: optuna.trial.Trial, job: JobReturn) -> None:
+        if job.status == JobStatus.COMPLETED:
+            value = job.return_value
+            values = list(value) if isinstance(value, (list, tuple)) else [value]
+            if len(values) == len(self.directions) and all(is_finite(v) for v in values):
+                study.tell(trial, [float(v) for v in values])
+                return
+            log.error(
+                "trial %d returned %r, not %d number(s): recorded as FAIL (set optimized_metric to a logged metric)",
+                trial.number,
+                value,
+                len(self.directions),
+            )
+            study.tell(trial, state=TrialState.FAIL)
+            return
+        pruned = {t.number: t for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))}
+        if trial.number in pruned:  # told by the job's pruning callback
+            log.info("trial %d pruned after epoch %s", trial.number, pruned[trial.number].last_step)
+            return
+        try:
+            job.return_value  # noqa: B018 - raises the job's exception (Hydra writes "Error executing job ..." first)
+        except optuna.TrialPruned as pruned:
+            log.info("trial %d pruned: %s", trial.number, pruned)
+            study.tell(trial, state=TrialState.PRUNED)
+        except Exception as err:  # the job's own error: recorded, the sweep goes on
+            log.error("trial %d failed: %s: %s", trial.number, type(err).__name__, " ".join(str(err).split()))
+            study.tell(trial, state=TrialState.FAIL)
+
+    def check_failure_rate(self, study: optuna.Study, sweep_dir: Path) -> None:
+        interrupted = set(study.user_attrs.get(INTERRUPTED_ATTR, []))
+        trials = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and t.number not in interrupted]
+        failed = sum(t.state == TrialState.FAIL for t in trials)
+        if trials and failed / len(trials) > self.max_failure_rate:
+            raise SweepError(
+                f"{failed} of {len(trials)} trials failed, more than hydra.sweeper.max_failure_rate="
+                f"{self.max_failure_rate}: each trial's log is in {sweep_dir}/<trial>/"
+            )
+
+    def write_results(self, study: optuna.Study, sweep_dir: Path) -> None:
+        """`optimization_results.yaml`: the best parameters and value (each Pareto-optimal trial's when
+        there are several directions)."""
+        if not any(t.state == TrialState.COMPLETE for t in study.get_trials(deepcopy=False)):
+            raise SweepError(f"no trial of study {study.study_name!r} completed; every trial's log is in {sweep_dir}")
+        if len(self.directions) == 1:
+            results = {"name": "optuna", "best_params": study.best_params, "best_value": study.best_value}
+        else:
+            solutions = [{"params": t.params, "values": t.values} for t in study.best_trials]
+            results = {"name": "optuna", "solutions": solutions}
+        OmegaConf.save(OmegaConf.create(results), sweep_dir / RESULTS_FILE)
+        log.info("best of study %r: %s (%s)", study.study_name, results, sweep_dir / RESULTS_FILE)

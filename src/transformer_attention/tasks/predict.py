@@ -1,0 +1,141 @@
+"""`python predict.py`: classify texts with a checkpoint alone.
+
+Texts come from `text=`, `texts=[...]`, `text_file=` (`-` is stdin); it prints one line per text, writes
+`predictions.jsonl` and, with `save_attention=true` (or `png`), one attention PNG per text and layer (every head
+in its own panel) and the rollout in the run folder; `save_attention=html` writes one interactive page per text
+instead (plotting/html.py), `both` writes both.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from ..errors import CheckpointError, ConfigError, InputError, printable
+from ..inference import Prediction, predict
+from ..plotting import plot_rollout, save_attention_html, save_attention_png
+from ..training.checkpoint import load_module
+
+
+def read_texts(text: str | None = None, texts: Sequence[str] | None = None, text_file: str | None = None) -> list[str]:
+    """All texts given: `text`, then `texts`, then the non-empty lines of `text_file` (`-` = stdin).
+    None at all, or a `text_file` that cannot be read, is an InputError."""
+    out = ([text] if text else []) + [str(t) for t in (texts or [])]
+    if text_file:
+        out += [line.strip() for line in _read_lines(text_file) if line.strip()]
+    if not out:
+        raise InputError('nothing to classify: pass text="...", texts=["...","..."] or text_file=<path> (- for stdin)')
+    return out
+
+
+def _read_lines(text_file: str) -> list[str]:
+    """One text per `\n`-terminated line, exactly (a final `\r` dropped): not str.splitlines, which also
+    breaks lines at U+0085, U+2028, form feeds and lone `\r`, all of which occur inside real reviews."""
+    if text_file == "-":
+        name, data = "stdin", sys.stdin.buffer.read()
+    else:
+        path = Path(text_file).expanduser()
+        if not path.is_file():
+            raise InputError(f"text_file={text_file}: {path.resolve()} does not exist")
+        name = str(path.resolve())
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise InputError(f"text_file={text_file}: cannot read {name} ({err.strerror})") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise InputError(
+            f"text_file={text_file}: {name} is not UTF-8 text (byte {data[err.start]:02x} at line {line}): "
+            f"convert it, e.g. iconv -f latin1 -t utf-8"
+        ) from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the last line's own terminator
+    return [line.removesuffix("\r") for line in lines]
+
+
+def save_attention_pngs(pred: Prediction, folder: Path, index: int) -> list[Path]:
+    """One PNG per layer for one prediction: `<folder>/<index>_layer<l>.png`, a panel per head."""
+    title = f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {pred.text[:60]}"
+    return [
+        save_attention_png(
+            folder / f"{index:04d}_layer{layer}.png", pred.tokens, weights, title=f"layer {layer} | {title}"
+        )
+        for layer, weights in enumerate(pred.attentions or [])
+    ]
+
+
+def save_rollout_png(pred: Prediction, folder: Path, index: int, pooling: str = "cls") -> Path:
+    """The attention rollout of one prediction (each token's share in the pooled vector, through all layers):
+    `<folder>/<index>_rollout.png`."""
+    path = folder / f"{index:04d}_rollout.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    title = f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {pred.text[:80]} \u00b7 attention rollout"
+    plot_rollout(pred.tokens, pred.attentions, title, pooling=pooling).savefig(path, format="png")
+    return path
+
+
+def save_attention_page(pred: Prediction, folder: Path, index: int) -> Path:
+    """The interactive attention view of one prediction (every layer, head and the rollout): `<folder>/<index>.html`."""
+    probs = ", ".join(f"{name} {prob:.2f}" for name, prob in pred.probabilities.items())
+    return save_attention_html(
+        folder / f"{index:04d}.html", pred.tokens, pred.attentions, title=pred.text, caption=f"{pred.label} ({probs})"
+    )
+
+
+ATTENTION_FORMATS = {False: (), "none": (), True: ("png",), "png": ("png",), "html": ("html",), "both": ("png", "html")}
+
+
+def attention_formats(value: object) -> tuple[str, ...]:
+    """What `save_attention` asks for: () for false/none, ("png",) for true/png, ("html",), or both."""
+    key = value.lower() if isinstance(value, str) else value
+    if value is None or isinstance(value, bool | str) and key in ATTENTION_FORMATS:
+        return ATTENTION_FORMATS.get(key, ())
+    raise ConfigError(
+        f"save_attention={value!r} is not a choice: use false, true (= png), png, html (an interactive page per "
+        "text) or both"
+    )
+
+
+def main(cfg: DictConfig) -> list[Prediction]:
+    """Classify the given texts, print them, write predictions.jsonl (and the attention pictures).
+    Missing texts (InputError) and an unusable checkpoint (CheckpointError) are raised for the entry
+    point's error wrapper to print as one line."""
+    formats = attention_formats(cfg.get("save_attention"))
+    texts = read_texts(cfg.get("text"), cfg.get("texts"), cfg.get("text_file"))
+    if not cfg.get("ckpt_path"):
+        raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
+    module = load_module(cfg.ckpt_path, map_location=cfg.get("device") or "cpu")
+    preds = predict(
+        module,
+        texts,
+        need_weights=bool(formats),
+        batch_size=cfg.batch_size,
+        max_length=cfg.get("max_length"),
+    )
+    run = Path(cfg.paths.output_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    with open(run / "predictions.jsonl", "w", encoding="utf-8") as f:
+        for i, p in enumerate(preds):
+            record = p.to_dict()
+            if "png" in formats:
+                record["attention_png"] = [str(path) for path in save_attention_pngs(p, run / "attention", i)]
+                pooling = module.hparams.get("pooling", "cls")
+                record["rollout_png"] = str(save_rollout_png(p, run / "attention", i, pooling=pooling))
+            if "html" in formats:
+                record["attention_html"] = str(save_attention_page(p, run / "attention", i))
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    for p in preds:
+        probs = "  ".join(f"{name}={prob:.4f}" for name, prob in p.probabilities.items())
+        print(f"{printable(p.label):<12} {printable(probs)}  | {printable(p.text)}")  # names from a file
+    print(f"predictions: {run / 'predictions.jsonl'}")
+    if formats:
+        pages = " (<i>.html: open it in a browser)" if "html" in formats else ""
+        print(f"attention maps: {run / 'attention'}{pages}")
+    return preds

@@ -1,0 +1,78 @@
+"""`python train.py`: fit a classifier and test its best checkpoint, as lightning-hydra-template's `train()` reads:
+resume, seed, pretrained encoder, callbacks, loggers, trainer, data, model, hyperparameters, fit, test."""
+
+from __future__ import annotations
+
+import logging
+import signal
+
+import lightning as L
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from omegaconf import DictConfig, OmegaConf
+
+from ..errors import ConfigError
+from ..training.builders import (
+    TrainerBuilder,
+    build_data,
+    build_loggers,
+    build_model,
+    instantiate_group,
+    log_tags,
+    logged_metrics,
+    test_best,
+)
+from ..training.hparams import log_hyperparameters
+from ..training.metrics import format_metrics
+from ..training.pretrained import starting_encoder
+from ..training.resume import Resume
+
+log = logging.getLogger(__name__)
+
+TEST_SPLIT_FIX = "run with test=false, or give the data a test split (test.* file, data.data_files.test)"
+
+
+def train(cfg: DictConfig) -> dict[str, float]:
+    """Fit and test as the config says; returns every logged metric as a float."""
+    resume = Resume.from_config(cfg.get("ckpt_path"), cfg.model, cfg.paths.output_dir)  # a bad path fails here
+    if cfg.get("seed") is not None:
+        L.seed_everything(cfg.seed, workers=True)
+    encoder = starting_encoder(cfg, resume)  # model.init_from: read, or pretrained now (`pretrain`)
+
+    callbacks = instantiate_group(cfg.get("callbacks"))
+    loggers = build_loggers(cfg.get("logger"), purge_step=resume.purge_step)
+    trainers = TrainerBuilder(cfg.trainer, callbacks, loggers)  # a setting Lightning refuses fails here
+    make_model = instantiate(cfg.model, _partial_=True)  # and a bad model._target_, before any data
+
+    tokenizer = {"tokenizer": encoder.tokenizer} if encoder else {}
+    datamodule = build_data(cfg.data, **tokenizer, **resume.data_settings(cfg.paths.output_dir))
+    if cfg.get("test", True):
+        datamodule.require_split("test", fix=TEST_SPLIT_FIX)  # checked as the data is read, not after training
+    datamodule.setup("fit")
+    model = build_model(make_model, datamodule, encoder)
+    trainer = trainers.for_model(model, datamodule)  # precision=auto: timed on a real batch
+
+    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    log_hyperparameters(trainer.loggers, OmegaConf.to_container(cfg, resolve=True), overrides=overrides)
+    log_tags(trainer.loggers, list(cfg.get("tags") or []), cfg.get("notes"))
+
+    if cfg.get("train", True):
+        trainer.fit(model, datamodule=datamodule, ckpt_path=resume.ckpt_path)
+    metrics = logged_metrics(trainer)
+    if cfg.get("test", True):
+        metrics.update(test_best(trainer, model, datamodule))
+    return metrics
+
+
+def main(cfg: DictConfig) -> float | None:
+    """Train, print the final metrics, return `optimized_metric` for sweepers."""
+    try:
+        metrics = train(cfg)
+    except SIGTERMException as stop:  # SIGTERM or Ctrl-C: last.ckpt is saved, the resume command logged
+        raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
+    print(f"final metrics ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
+    name = cfg.get("optimized_metric")
+    if name and name not in metrics:
+        raise ConfigError(f"optimized_metric={name!r} was not logged: use one of {sorted(metrics)}")
+    return metrics[name] if name else None

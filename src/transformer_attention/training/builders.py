@@ -1,0 +1,140 @@
+"""What a run is built from, one config group at a time (as lightning-hydra-template's instantiators): callbacks,
+loggers, the trainer, the data and the model. Each special case of building sits here, behind a name:
+
+- a TensorBoard logger of a resumed run hides the steps logged after its checkpoint (`purge_step`);
+- checkpoints are written atomically (`AtomicCheckpointIO`), unless the config names its own plugins;
+- `precision=auto` picks the faster of fp32 and bf16 once a model and a batch exist (precision.py);
+- DDP ranks > 0 read rank 0's tokenizer rather than training their own;
+- a model starting from a pretrained encoder gets its weights copied in.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from hydra.utils import instantiate
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_only
+from omegaconf import DictConfig
+
+from ..compat import continue_csv_header
+from ..pretraining import PretrainedEncoder
+from .checkpoint import AtomicCheckpointIO
+from .precision import auto_precision
+
+log = logging.getLogger(__name__)
+
+
+def instantiate_group(cfg: DictConfig | None, **for_target: dict[str, Any]) -> list[Any]:
+    """Instantiate every non-null `_target_` entry of a group (callbacks, logger); `for_target` maps the end of
+    a target's name to extra arguments for it (e.g. `TensorBoardLogger={"purge_step": 120}`)."""
+    objects = []
+    for entry in (cfg or {}).values():
+        if entry is None or "_target_" not in entry:
+            continue
+        extra = next((kw for name, kw in for_target.items() if str(entry.get("_target_")).endswith(name)), {})
+        objects.append(instantiate(entry, **extra))
+    return objects
+
+
+def build_loggers(cfg: DictConfig | None, purge_step: int | None = None) -> list[Logger]:
+    """The logger group's loggers. A run resumed at `purge_step` hides, in TensorBoard, the steps its first
+    run logged after that checkpoint (SummaryWriter's `purge_step`): after a `kill -9` they are trained and
+    logged again, and TensorBoard would otherwise show both."""
+    purge = {"purge_step": purge_step} if purge_step is not None else {}
+    return instantiate_group(cfg, TensorBoardLogger=purge)
+
+
+class TrainerBuilder:
+    """The run's Trainer, from its config group. Made at once, so a setting Lightning refuses fails before any
+    data is read; with `precision=auto` it is made in fp32 first and made again by `for_model` if bf16 is
+    clearly faster for that model on this machine."""
+
+    def __init__(self, cfg: DictConfig, callbacks: list[Any], loggers: list[Logger]) -> None:
+        self.cfg, self.callbacks, self.loggers = cfg, callbacks, loggers
+        self.auto = cfg.get("precision") == "auto"
+        self.trainer = self._make("32-true" if self.auto else None)
+
+    def _make(self, precision: str | None) -> L.Trainer:
+        plugins = {} if self.cfg.get("plugins") else {"plugins": [AtomicCheckpointIO()]}  # no truncated .ckpt
+        chosen = {"precision": precision} if precision else {}
+        callbacks = list(self.callbacks)  # Lightning adds its progress bar to the list it is given
+        return instantiate(self.cfg, callbacks=callbacks, logger=self.loggers or False, **plugins, **chosen)
+
+    def for_model(self, module: L.LightningModule, datamodule: L.LightningDataModule) -> L.Trainer:
+        """The Trainer to fit `module` with: with `precision=auto`, in the precision timed on a real batch."""
+        if not self.auto:
+            return self.trainer
+        precision = auto_precision(module, datamodule, self.cfg.get("accelerator", "cpu"))
+        return self.trainer if precision == "32-true" else self._make(precision)
+
+
+def build_data(cfg: DictConfig, **settings: Any) -> L.LightningDataModule:
+    """The data group's datamodule with `settings` on top (a checkpoint's or pretrained encoder's tokenizer, where
+    to save it). DDP ranks > 0 take the tokenizer rank 0 saved in the run folder: one vocabulary for all."""
+    if "tokenizer" not in settings and rank_zero_only.rank > 0:
+        settings["tokenizer"] = rank_zero_tokenizer(Path(settings["output_dir"]) / "tokenizer.json")
+    return instantiate(cfg, **settings)
+
+
+def rank_zero_tokenizer(path: Path, timeout_s: float = 3600.0) -> str:
+    """The tokenizer JSON rank 0 saved in the run folder; waits for it where all ranks start at once
+    (SLURM, torchrun). Lightning's own launcher starts the other ranks after rank 0 has saved it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            text = path.read_text()
+            json.loads(text)  # complete, not half written
+            return text
+        except (OSError, ValueError):
+            if time.monotonic() > deadline:
+                rank = rank_zero_only.rank
+                raise RuntimeError(f"rank {rank}: rank 0 wrote no tokenizer to {path} in {timeout_s:.0f} s") from None
+            time.sleep(1.0)
+
+
+def build_model(make_model: Any, datamodule: Any, encoder: PretrainedEncoder | None = None) -> L.LightningModule:
+    """The model group's module (`make_model`: its partial) sized by the data, its vocabulary and label names
+    inside; with `encoder`, the encoder's pretrained weights copied in (the head starts fresh)."""
+    model = make_model(
+        vocab_size=datamodule.vocab_size,
+        num_classes=datamodule.num_classes,
+        pad_id=datamodule.pad_id,
+        tokenizer=datamodule.tokenizer_json(),
+        label_names=datamodule.label_names,
+    )
+    if encoder is not None:
+        copied = encoder.copy_into(model.net)
+        log.info("model.init_from=%s: %d pretrained tensors copied into the encoder", encoder.source, len(copied))
+    return model
+
+
+def log_tags(loggers: list[Logger], tags: list[str], notes: str | None) -> None:
+    """Tags and notes as a TensorBoard text entry (they are also in the HPARAMS table and the config)."""
+    text = ", ".join(map(str, tags)) + (f"\n\n{notes}" if notes else "")
+    for lg in loggers:
+        if text and isinstance(lg, TensorBoardLogger):
+            lg.experiment.add_text("run/tags", text)
+
+
+def test_best(trainer: L.Trainer, model: L.LightningModule, datamodule: L.LightningDataModule) -> dict[str, float]:
+    """Test the best checkpoint (the weights as they are at the end of training when there is none); returns
+    every logged metric as a float."""
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if not best:
+        log.warning("no best checkpoint: testing the weights as they are at the end of training")
+    for lg in trainer.loggers if trainer.is_global_zero else []:  # other ranks hold no writer
+        if isinstance(lg, CSVLogger):
+            continue_csv_header(lg)  # a spawned test stage appends to the file the fit stage wrote
+    trainer.test(model, datamodule=datamodule, ckpt_path=best or None)
+    return logged_metrics(trainer)
+
+
+def logged_metrics(trainer: L.Trainer) -> dict[str, float]:
+    """Every metric the trainer holds (`callback_metrics`) as a float."""
+    return {k: float(v) for k, v in trainer.callback_metrics.items()}

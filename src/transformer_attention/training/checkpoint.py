@@ -1,0 +1,144 @@
+"""Checkpoints: read safely with clear errors (one loader for every `.ckpt` a run takes: `ckpt_path`,
+`model.init_from`, evaluate's and predict's), written atomically.
+
+A `.ckpt` written by `train.py` or `pretrain.py` is a Lightning checkpoint of plain data (tensors, numbers,
+strings, lists, dicts), so it loads with `torch.load(weights_only=True)`: no pickled code runs. Anything else
+(a missing file, a truncated download, a foreign checkpoint) is a `CheckpointError` naming the path and the
+fix, which the entry points print without a traceback.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from ..errors import CheckpointError
+from ..files import atomic_write
+from ..module import ClassifierModule
+from ..pretraining import PretrainedEncoder
+
+REQUIRED_HPARAMS = ("vocab_size", "num_classes", "label_names")
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The Lightning checkpoint dict at `path`, loaded with `weights_only=True` on the CPU."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise CheckpointError(f"checkpoint {p} does not exist{_nearby(p)}")
+    if p.is_dir():
+        found = sorted(q.name for q in p.glob("*.ckpt")) or sorted(
+            str(q.relative_to(p)) for q in p.glob("checkpoints/*.ckpt")
+        )
+        raise CheckpointError(f"checkpoint {p} is a folder: pass a .ckpt file in it (found: {found or 'none'})")
+    _check_format(p)
+    try:
+        with warnings.catch_warnings():  # torch's pickle-protocol notes: the error below says it better
+            warnings.simplefilter("ignore", UserWarning)
+            ckpt = torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise CheckpointError(
+            f"checkpoint {p} holds more than plain data ({_reason(err, 'WeightsUnpickler error:')}), so it was "
+            "not loaded: weights_only=True runs no pickled code. It was not written by train.py"
+        ) from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as err:
+        raise CheckpointError(
+            f"checkpoint {p} ({p.stat().st_size} bytes) cannot be read: it is truncated or not a PyTorch "
+            f"checkpoint ({_reason(err)}). Copy it again or pick another .ckpt"
+        ) from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "hyper_parameters" not in ckpt:
+        keys = sorted(ckpt)[:8] if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise CheckpointError(
+            f"checkpoint {p} is not a train.py checkpoint (expected a Lightning checkpoint with "
+            f"'state_dict' and 'hyper_parameters', found {keys})"
+        )
+    return ckpt
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The checkpoint dict of a `train.py` run (`read_checkpoint`), checked to hold a classifier."""
+    ckpt = read_checkpoint(path)
+    p = Path(path).expanduser()
+    missing = [k for k in REQUIRED_HPARAMS if k not in ckpt["hyper_parameters"]] + (
+        [] if ckpt.get("tokenizer") else ["tokenizer"]
+    )
+    if missing:
+        raise CheckpointError(f"checkpoint {p} is not a transformer-attention classifier checkpoint: no {missing}")
+    return ckpt
+
+
+def load_module(path: str | Path, map_location: str | torch.device = "cpu") -> ClassifierModule:
+    """A ClassifierModule rebuilt from a checkpoint file alone (hyperparameters, weights, tokenizer), in eval mode."""
+    ckpt = load_checkpoint(path)
+    try:
+        module = ClassifierModule(**ckpt["hyper_parameters"])
+        module.on_load_checkpoint(ckpt)
+        module.load_state_dict(ckpt["state_dict"])
+    except (TypeError, RuntimeError, ValueError) as err:
+        reason = " ".join(str(err).split())[:300]
+        raise CheckpointError(
+            f"checkpoint {path} comes from another version of transformer-attention ({reason}): "
+            "retrain it with this version, or load it with the version that wrote it"
+        ) from None
+    return module.to(map_location).eval()
+
+
+def load_encoder(path: str | Path) -> PretrainedEncoder:
+    """The pretrained encoder (`model.init_from`) of a `pretrain.py` checkpoint, read by `read_checkpoint`."""
+    try:
+        return PretrainedEncoder.from_checkpoint(read_checkpoint(path), str(path))
+    except CheckpointError as err:
+        raise CheckpointError(f"model.init_from={str(path)!r}: {err}") from None
+
+
+def _check_format(p: Path) -> None:
+    """A PyTorch checkpoint is a zip archive (torch.save's format since 1.6) or, older, a pickle:
+    anything else is not a checkpoint at all, whatever torch.load would make of it."""
+    with open(p, "rb") as f:
+        head = f.read(4)
+    if not head:
+        raise CheckpointError(f"checkpoint {p} is empty (0 bytes): not a checkpoint; pick another .ckpt")
+    if head.startswith(b"PK") or head[0] == 0x80:  # zip (perhaps truncated: torch.load says how) or pickle
+        return
+    raise CheckpointError(
+        f"{p} ({p.stat().st_size} bytes) is not a checkpoint: a .ckpt is a zip archive written by torch.save, "
+        f"this file starts with bytes {head.hex(' ')}; pass a .ckpt from a run's checkpoints/ folder"
+    )
+
+
+def _reason(err: BaseException, marker: str = "") -> str:
+    """The telling part of a loader's error: the line after `marker`, or the first sentence."""
+    message = str(err).split(marker, 1)[1] if marker and marker in str(err) else str(err)
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    text = lines[0].split(". ")[0] if lines else ""
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _nearby(p: Path) -> str:
+    """A hint listing the checkpoints next to a path that does not exist."""
+    folder = p.parent if p.parent.is_dir() else None
+    found = sorted(q.name for q in folder.glob("*.ckpt")) if folder else []
+    return f" (checkpoints in {folder}: {found})" if found else ""
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, made atomic on a local disk: the checkpoint goes to a temporary file
+    in the target's own folder, is synced, then renamed over the target (files.atomic_write), so a full disk or a
+    kill never leaves a truncated `.ckpt` under a real name. (Lightning's own writer stages the file in
+    the system's temporary folder and copies it over when that is another file system.) A full disk ends
+    the run with a DiskError naming the folder and its free space."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        if "://" in str(path):  # remote storage: Lightning's writer and its fsspec transaction
+            return super().save_checkpoint(checkpoint, path, storage_options=storage_options)
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        buffer = io.BytesIO()  # serialised first: torch's zip writer hides the file's OSError in a RuntimeError
+        torch.save(checkpoint, buffer)
+        atomic_write(path, buffer.getbuffer())

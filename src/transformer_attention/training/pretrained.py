@@ -1,0 +1,177 @@
+"""The encoder a run starts from (`model.init_from`), and the pretraining run that makes one.
+
+`model.init_from=<file>` reads a pretrain.py checkpoint; `model.init_from=pretrain` takes the encoder cached for
+the run's texts and settings, or pretrains it now (in outputs/pretrain/runs/<time>/) and caches it. Either way
+the pretraining is `pretrain(cfg)`, the run `python pretrain.py` makes too: the data and model sizes of `cfg`,
+its `pretrain` recipe, and its trainer, callbacks and logger groups, built as a training run's are. In train.py
+those groups are `pretrain.trainer`, `pretrain.callbacks` and `pretrain.logger` (`pretraining_config` puts them
+where pretrain.py has them).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import shutil
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from ..data import cache
+from ..data.unlabelled import PretrainingData
+from ..files import atomic_write, hold_lock, release_lock
+from ..model.config import encoder_fields
+from ..pretraining import MaskedLMModule, PretrainedEncoder
+from .builders import TrainerBuilder, build_loggers, instantiate_group, logged_metrics
+from .checkpoint import load_encoder
+from .hparams import log_hyperparameters
+from .resume import Resume
+
+log = logging.getLogger(__name__)
+
+# trainer settings that say where and how fast, not what is learnt: left out of the cache key
+NOT_LEARNT = (
+    "_target_", "default_root_dir", "precision", "accelerator", "devices", "num_nodes", "strategy",
+    "enable_progress_bar", "enable_model_summary", "log_every_n_steps", "detect_anomaly", "profiler", "benchmark",
+)  # fmt: skip
+
+
+def starting_encoder(cfg: DictConfig, resume: Resume) -> PretrainedEncoder | None:
+    """The pretrained encoder `model.init_from` names (None: from scratch, or a resumed run, which has its own
+    weights), checked to fit the config's sizes; `pretrain` pretrains first unless the cache has it."""
+    init_from = cfg.model.get("init_from")
+    if not init_from or resume:
+        return None
+    path = cached_encoder(cfg) if str(init_from) == "pretrain" else str(init_from)
+    encoder = load_encoder(path)
+    encoder.check_fits(OmegaConf.to_container(cfg.model, resolve=True))
+    return encoder
+
+
+def cached_encoder(cfg: DictConfig) -> Path:
+    """`model.init_from=pretrain`: the cached encoder for this data, tokenizer and pretraining, pretrained now if
+    there is none yet. Parallel sweep jobs (hydra/launcher=joblib) wait for the one that pretrains."""
+    data = pretraining_data(cfg)
+    cached = cache_path(cfg, data)
+    lock = hold_lock(cached.with_suffix(".lock"), wait=True)
+    try:
+        if cached.exists():
+            log.info(
+                "model.init_from=pretrain: the encoder pretrained before on the same texts and settings, %s", cached
+            )
+            return cached
+        stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
+        out_dir = Path(cfg.paths.log_dir) / "pretrain" / "runs" / stamp
+        log.info("model.init_from=pretrain: no encoder cached for these texts and settings; pretraining in %s", out_dir)
+        store(pretrain(pretraining_config(cfg, out_dir), data=data), cached)
+    finally:
+        release_lock(lock)
+    if cfg.get("seed") is not None:  # pretraining seeds with its own seed: the fine-tuning starts from `seed`
+        L.seed_everything(cfg.seed, workers=True)
+    return cached
+
+
+def pretraining_config(cfg: DictConfig, out_dir: Path) -> DictConfig:
+    """train.py's config as pretrain.py would have it: `pretrain.trainer`, `.callbacks` and `.logger` as the
+    trainer, callbacks and logger groups, and `out_dir` as the run's folder."""
+    sub = copy.deepcopy(cfg)
+    with open_dict(sub):
+        for group in ("trainer", "callbacks", "logger"):
+            sub[group] = sub.pretrain.pop(group)
+        sub.paths.output_dir = str(out_dir)
+        sub.task_name = "pretrain"
+    return sub
+
+
+def pretrain(cfg: DictConfig, data: PretrainingData | None = None, overrides: Sequence[str] = ()) -> Path:
+    """Pretrain the encoder as a masked language model as `cfg` says, in `cfg.paths.output_dir`; returns the
+    checkpoint with the lowest held-out MLM loss (the callbacks group's `model_checkpoint`)."""
+    p = cfg.pretrain
+    callbacks = instantiate_group(cfg.get("callbacks"))
+    loggers = build_loggers(cfg.get("logger"))
+    trainers = TrainerBuilder(cfg.trainer, callbacks, loggers)  # a bad setting fails here, before any data
+    data = data or pretraining_data(cfg)
+    data.setup("fit")
+    L.seed_everything(p.seed, workers=True)
+    module = MaskedLMModule(
+        vocab_size=data.vocab_size,
+        pad_id=data.pad_id,
+        mask_prob=p.mask_prob,
+        optimizer=instantiate(p.optimizer),
+        scheduler=instantiate(p.scheduler),
+        tokenizer=data.tokenizer.to_str(),
+        seed=p.seed,
+        **encoder_settings(cfg),
+    )
+    trainer = trainers.for_model(module, data)
+    log_hyperparameters(trainer.loggers, OmegaConf.to_container(cfg, resolve=True), overrides=overrides)
+    start = time.perf_counter()
+    trainer.fit(module, datamodule=data)
+    best = trainer.checkpoint_callback.best_model_path
+    held_out = {k: round(v, 4) for k, v in logged_metrics(trainer).items() if k.startswith("val/")}
+    log.info("pretraining: %.1f min, best held-out %s, %s", (time.perf_counter() - start) / 60, held_out, best)
+    return Path(best)
+
+
+def pretraining_data(cfg: DictConfig) -> PretrainingData:
+    """The recipe's unlabelled text: the data group's train split plus `pretrain.extra_texts`."""
+    p = cfg.pretrain
+    return PretrainingData(
+        instantiate(cfg.data),
+        extra_texts=list(p.extra_texts or []),
+        text_column=p.text_column,
+        max_length=p.max_length,
+        batch_size=p.batch_size,
+        holdout=p.holdout,
+        seed=p.seed,
+    )
+
+
+def encoder_settings(cfg: DictConfig) -> dict[str, Any]:
+    """The encoder's settings for pretraining: the classifier's own, with the pretraining dropout."""
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    settings = {k: model[k] for k in encoder_fields() if k in model}
+    settings["dropout"] = cfg.pretrain.dropout
+    settings["max_len"] = max(settings.get("max_len", 0), cfg.pretrain.max_length)
+    return settings
+
+
+def cache_path(cfg: DictConfig, data: PretrainingData) -> Path:
+    """Where the encoder pretrained for `cfg` is cached: keyed by what it depends on (its texts, the tokenizer
+    settings, the encoder, the recipe, the trainer settings that change what is learnt)."""
+    texts = data.corpus()
+    d = data.data
+    groups = ("trainer", "callbacks", "logger")  # train.py's: how the pretraining is run, not the recipe
+    recipe = {k: _plain(v) for k, v in cfg.pretrain.items() if k not in groups}
+    trainer = _plain(pretraining_trainer(cfg))
+    learnt = {k: v for k, v in trainer.items() if k not in NOT_LEARNT}
+    parts = (
+        "mlm",
+        sorted(recipe.items(), key=str),
+        sorted(learnt.items(), key=str),
+        sorted(encoder_settings(cfg).items()),
+    )
+    tokenizer = (d.vocab_size_target, d.min_frequency, d.scrub_pii, d.max_length)
+    key = cache.fingerprint(*parts, tokenizer, texts=texts["train"] + ["\0"] + texts["validation"])
+    return Path(cfg.paths.cache_dir) / "pretrained" / f"mlm-{key}.ckpt"
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def pretraining_trainer(cfg: DictConfig) -> DictConfig:
+    """The trainer group of the pretraining `cfg` describes: train.py's `pretrain.trainer`, pretrain.py's `trainer`."""
+    return cfg.pretrain.trainer if "trainer" in cfg.pretrain else cfg.trainer
+
+
+def store(checkpoint: Path, cached: Path) -> None:
+    """Copy `checkpoint` to `cached`, atomically (a sweep's next job may be reading the cache)."""
+    with open(checkpoint, "rb") as src:
+        atomic_write(cached, lambda f: shutil.copyfileobj(src, f))

@@ -1,0 +1,87 @@
+"""Resuming a run from `ckpt_path`: one object that knows the checkpoint, whether the run goes on in the folder
+that wrote it, and what the resumed run must reuse so that it continues the same run.
+
+- the checkpoint is loaded and checked at once (a bad path fails in a second): its `model.*` must be the
+  config's (`check_matches`);
+- the data reuses its tokenizer and label names, so the vocabulary cannot drift (`data_settings`);
+- TensorBoard hides the steps the first run logged after the checkpoint (`purge_step`: after a `kill -9`
+  they are trained and logged again);
+- a run resumed in its own folder keeps the first run's files: its config goes to `.hydra/resume_<time>/`
+  (train.yaml's `hydra.run`, cli/resolvers.py) and its tokenizer.json and label_names.json are not rewritten.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from ..errors import CheckpointError
+from ..files import resumed_in_place, run_dir_of
+from .checkpoint import load_checkpoint
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What a run resumed from `ckpt_path` carries over; `Resume()` is a run that starts afresh."""
+
+    ckpt_path: str | None = None
+    checkpoint: dict[str, Any] | None = field(default=None, repr=False)
+    in_place: bool = False  # resumed inside the run folder that wrote the checkpoint
+
+    @classmethod
+    def from_config(cls, ckpt_path: Any, model_cfg: Any, output_dir: str | Path) -> Resume:
+        """Load and check `ckpt_path` (None: a fresh run) against the run's `model` config."""
+        if not ckpt_path:
+            return cls()
+        checkpoint = load_checkpoint(ckpt_path)
+        check_matches(checkpoint, model_cfg, ckpt_path)
+        return cls(str(ckpt_path), checkpoint, in_place=resumed_in_place(ckpt_path, output_dir))
+
+    def __bool__(self) -> bool:
+        return self.checkpoint is not None
+
+    @property
+    def purge_step(self) -> int | None:
+        """The global step TensorBoard starts again from (SummaryWriter's `purge_step`), None for a fresh run."""
+        return self.checkpoint["global_step"] if self.checkpoint is not None else None
+
+    def data_settings(self, output_dir: str) -> dict[str, Any]:
+        """What the data module takes from the checkpoint: its tokenizer and label names, and where to save them
+        (nowhere when resumed in place: the folder keeps the first run's)."""
+        if self.checkpoint is None:
+            return {"output_dir": output_dir}
+        return {
+            "tokenizer": self.checkpoint["tokenizer"],
+            "label_names": self.checkpoint["hyper_parameters"]["label_names"],
+            "label_names_from": f"the checkpoint {self.ckpt_path}",
+            "output_dir": None if self.in_place else output_dir,
+        }
+
+
+def check_matches(checkpoint: dict[str, Any], model_cfg: Any, path: str | Path) -> None:
+    """Resuming needs the model the checkpoint was trained with: name every `model.*` key that differs."""
+    hparams = checkpoint["hyper_parameters"]
+    diff = [
+        f"model.{k}={model_cfg[k]!r} (checkpoint: {hparams[k]!r})"
+        for k in model_cfg
+        if k in hparams and not k.startswith("_") and model_cfg[k] != hparams[k]
+    ]
+    if diff:
+        raise CheckpointError(
+            f"cannot resume from {path}: the config differs from the run it continues: {', '.join(diff)}; "
+            f"pass that run's overrides again ({run_overrides_hint(path)})"
+        )
+
+
+def run_overrides_hint(ckpt_path: str | Path) -> str:
+    """The overrides the checkpoint's run was started with, as recorded in `<run>/.hydra/overrides.yaml`."""
+    run = run_dir_of(ckpt_path)
+    overrides = run / ".hydra" / "overrides.yaml" if run else None
+    if not overrides or not overrides.is_file():
+        return "no recorded overrides found next to the checkpoint"
+    args = [o for o in OmegaConf.load(overrides) if not str(o).startswith("ckpt_path=")]
+    return f"{overrides}: {' '.join(shlex.quote(str(a)) for a in args) or 'none'}"
