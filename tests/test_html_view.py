@@ -1,22 +1,21 @@
 """The offline attention view (html_view.py): nothing loaded from the network, the inlined data equal to the
 model's attention, tokens kept as text, `predict.py save_attention=html`, and the page itself in a real
-headless Chromium (driven over the DevTools protocol on a pipe, no dependency): hover a token, check the lines."""
+headless Chromium (driven over the DevTools protocol on a pipe, no dependency): hover a query or a key, check
+the lines, each head's own blocks and the readout; open a head from the model view."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from chromium import Chromium, find_chromium
 from conftest import ROOT, entry_env
 from omegaconf import OmegaConf
 from test_checkpoint import save_like_lightning, tiny_module
@@ -161,116 +160,6 @@ def test_predict_entry_rejects_an_unknown_choice_in_one_line(tmp_path: Path):
 
 
 # ---- in a real browser ------------------------------------------------------------------------------
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
-
-
-def find_chromium() -> str | None:
-    return next((path for name in BROWSERS if (path := shutil.which(name))), None)
-
-
-class Chromium:
-    """A headless Chromium driven over `--remote-debugging-pipe` (the DevTools protocol as NUL-separated JSON on
-    file descriptors 3 and 4): no websocket, no package."""
-
-    def __init__(self, exe: str, profile: Path) -> None:
-        to_browser, self._commands = os.pipe()  # the browser reads commands on its fd 3
-        self._replies, from_browser = os.pipe()  # and writes replies on its fd 4
-
-        def wire() -> None:  # in the child, before exec: the pipes become fds 3 and 4
-            os.dup2(to_browser, 3)
-            os.dup2(from_browser, 4)
-
-        args = ["--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run"]
-        self.proc = subprocess.Popen(
-            [exe, *args, f"--user-data-dir={profile}", "--window-size=1000,1400", "about:blank"],
-            preexec_fn=wire,
-            close_fds=False,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        os.close(to_browser)
-        os.close(from_browser)
-        self._buffer, self._next_id, self.session = b"", 0, None
-
-    def send(self, method: str, timeout: float = 30.0, **params) -> dict:
-        self._next_id += 1
-        message = {"id": self._next_id, "method": method, "params": params}
-        if self.session:
-            message["sessionId"] = self.session
-        os.write(self._commands, json.dumps(message).encode() + b"\0")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            while b"\0" not in self._buffer:
-                chunk = os.read(self._replies, 1 << 16)
-                if not chunk:
-                    raise RuntimeError(f"chromium closed the pipe (exit code {self.proc.poll()})")
-                self._buffer += chunk
-            raw, self._buffer = self._buffer.split(b"\0", 1)
-            reply = json.loads(raw)
-            if reply.get("id") == self._next_id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply["result"]
-        raise TimeoutError(f"no reply to {method} in {timeout} s")
-
-    def open(self, url: str) -> None:
-        target = self.send("Target.createTarget", url=url)["targetId"]
-        self.session = self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-        self.wait_for("document.readyState === 'complete' && document.querySelectorAll('#lines').length === 1")
-
-    def wait_for(self, condition: str, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not self.js(condition):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"still false after {timeout} s: {condition}")
-            time.sleep(0.05)
-
-    def js(self, expression: str):
-        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True)
-        if "exceptionDetails" in result:
-            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
-        return result["result"].get("value")
-
-    def centre(self, selector: str) -> tuple[float, float]:
-        x, y = self.js(
-            f"(function () {{ var e = document.querySelector({json.dumps(selector)}); e.scrollIntoView({{block: "
-            "'center'}); var r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
-        )
-        return x, y
-
-    def move_to(self, selector: str) -> None:
-        x, y = self.centre(selector)
-        self.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
-
-    def click(self, selector: str) -> None:
-        x, y = self.centre(selector)
-        self.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
-        for kind in ("mousePressed", "mouseReleased"):
-            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
-
-    def lines(self) -> list[dict]:
-        """The lines drawn now: series, query, key, weight and stroke width of each."""
-        return self.js(
-            "Array.prototype.map.call(document.querySelectorAll('#lines line'), function (l) { return {series: "
-            "l.getAttribute('data-series'), query: Number(l.getAttribute('data-query')), key: "
-            "Number(l.getAttribute('data-key')), weight: Number(l.getAttribute('data-weight')), width: "
-            "Number(l.getAttribute('stroke-width'))}; })"
-        )
-
-    def close(self) -> None:
-        try:
-            self.send("Browser.close", timeout=10)
-        except (RuntimeError, TimeoutError, OSError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        os.close(self._commands)
-        os.close(self._replies)
-
-
 @pytest.fixture
 def browser(tmp_path: Path):
     exe = find_chromium()
@@ -294,15 +183,17 @@ def expected_lines(rows: dict[str, torch.Tensor | np.ndarray], query: int) -> di
     return out
 
 
-def assert_drawn(drawn: list[dict], expected: dict[tuple[str, int], float], query: int) -> None:
-    assert {line["query"] for line in drawn} == {query}
-    got = {(line["series"], line["key"]): line for line in drawn}
+def assert_drawn(drawn: list[dict], expected: dict[tuple[str, int], float], index: int, side: str = "query") -> None:
+    """`drawn` are the lines of `expected` (series, other end) -> weight, all at `index` on `side`."""
+    other = "key" if side == "query" else "query"
+    assert {line[side] for line in drawn} == {index}
+    got = {(line["series"], line[other]): line for line in drawn}
     near_threshold = {k for k, w in expected.items() if abs(w - MIN_WEIGHT) < 1e-4}
     assert set(got) - near_threshold == set(expected) - near_threshold
     for k, w in expected.items():
         if k in got:
             assert got[k]["weight"] == pytest.approx(w, abs=1e-4)
-            assert got[k]["width"] == pytest.approx(9 * w, abs=1e-3)  # thickness = weight (MAX_WIDTH 9 px)
+            assert got[k]["width"] == pytest.approx(6 * w, abs=1e-3)  # thickness = weight (MAX_WIDTH 6 px)
 
 
 @pytest.mark.slow
@@ -338,3 +229,156 @@ def test_the_page_draws_the_hovered_tokens_row_in_a_browser(browser, prediction,
     browser.wait_for("document.getElementById('layer').value === 'rollout'")
     browser.move_to("g.token.left[data-index='0'] rect")
     assert_drawn(browser.lines(), expected_lines({"rollout": attention_rollout(attentions)}, 0), 0)
+
+
+RAMP = [(0.0, (255, 255, 255)), (0.5, (107, 174, 214)), (1.0, (8, 48, 107))]  # page.js's one 0-1 colour scale
+SWATCH = "getComputedStyle(document.querySelector('#label-{} .swatch')).backgroundColor"
+
+
+def shared_key_attention() -> tuple[list[str], list[torch.Tensor]]:
+    """2 layers x 4 heads over 6 tokens: heads 0, 1, 2 put 0.7, 0.55, 0.4 of every row on key 2, head 3 spreads."""
+    torch.manual_seed(0)
+    share = torch.tensor([0.7, 0.55, 0.4, 0.0]).view(1, 4, 1, 1)
+    weights = (1 - share) * torch.rand(2, 4, 6, 6).softmax(-1) + share * torch.eye(6)[2]  # rows still sum to 1
+    return ["[CLS]", "the", "plot", "<b>is</b>", "not", "clever"], list(weights)
+
+
+def top(tokens: list[str], row: np.ndarray) -> str:
+    """The readout's list: the five largest weights of `row`, ties in text order."""
+    return ", ".join(f"{tokens[k]} {row[k]:.2f}" for k in sorted(range(len(row)), key=lambda k: (-row[k], k))[:5])
+
+
+def assert_beside_tokens(browser: Chromium, blocks: list[dict], side: str) -> None:
+    """Each block lies in its token's row on `side` (query: left, key: right), between the token and the lines,
+    and no two blocks overlap."""
+    column = "left" if side == "query" else "right"
+    rows = browser.js(
+        f"Array.from(document.querySelectorAll('g.token.{column} rect.hit'), function (e) {{ var r = "
+        "e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })"
+    )
+    for b in blocks:
+        x, y, w, h = rows[b[side]]
+        bx, by, bw, bh = b["box"]
+        assert bw >= 8 and bh >= 12 and y <= by + bh / 2 <= y + h
+        assert bx >= x + w if side == "query" else bx + bw <= x
+    boxes = [b["box"] for b in blocks]
+    for i, (x1, y1, w1, h1) in enumerate(boxes):
+        for x2, y2, w2, h2 in boxes[i + 1 :]:
+            assert x1 + w1 <= x2 or x2 + w2 <= x1 or y1 + h1 <= y2 or y2 + h2 <= y1, "two blocks overlap"
+
+
+@pytest.mark.slow
+def test_every_selected_head_stays_visible_in_a_browser(browser, tmp_path: Path):
+    tokens, attentions = shared_key_attention()
+    page = save_attention_html(tmp_path / "view.html", tokens, attentions)
+    layer = np.array(read_attention_data(page.read_text(encoding="utf-8"))["layers"][0])  # (H, T, T), as inlined
+    heads = {f"head-{h}": layer[h] for h in range(4)}
+    browser.open(page.as_uri() + "#layer=0")  # all four heads: the default
+    legend = {s: browser.js(SWATCH.format(s)) for s in heads}
+    assert len(set(legend.values())) == 4
+
+    query, key = 3, 2  # heads 0, 1, 2 all put most of the row on key 2
+    browser.move_to(f"g.token.left[data-index='{query}'] rect")
+    lines = browser.lines()
+    assert_drawn(lines, expected_lines(heads, query), query)
+    assert {line["stroke"] for line in lines} == set(legend.values())  # opaque lines: no colour outside the legend
+    assert all(line["opacity"][:2] == [1, 1] and line["blend"] == "normal" for line in lines)
+    assert [line["width"] for line in lines] == sorted((line["width"] for line in lines), reverse=True)  # thin on top
+
+    blocks = browser.lines("#blocks rect")  # one block per head and key, beside the keys
+    assert sorted((b["series"], b["key"]) for b in blocks) == [(s, k) for s in heads for k in range(6)]
+    assert {b["query"] for b in blocks} == {query}
+    for b in blocks:
+        assert b["weight"] == pytest.approx(heads[b["series"]][query, b["key"]], abs=1e-9)
+        assert b["opacity"] == pytest.approx([1, 1, b["weight"]], abs=1e-4)  # fill opacity = weight
+        assert b["fill"] == legend[b["series"]]
+    assert_beside_tokens(browser, blocks, "key")
+    on_key = [b for b in blocks if b["key"] == key]
+    assert [b["series"] for b in on_key] == list(heads)
+    assert all(b["weight"] > share for b, share in zip(on_key, [0.7, 0.55, 0.4, 0.0], strict=True))  # all large
+    on_top = browser.js(  # every mark hit-testable for the check (lines ignore the mouse): what is painted on top?
+        "(function () { var s = document.createElement('style'); s.textContent = '#view * { pointer-events: all "
+        f"!important; }}'; document.head.appendChild(s); var out = Array.from(document.querySelectorAll('#blocks "
+        f'rect[data-key="{key}"]\'), function (b) {{ var r = b.getBoundingClientRect(); return document.'
+        "elementFromPoint(r.x + r.width / 2, r.y + r.height / 2) === b; }); s.remove(); return out; })()"
+    )
+    assert on_top == [True] * 4  # nothing drawn over any head's block
+
+    readout = "Array.from(document.querySelectorAll('#readout .readline'), e => [e.dataset.series, e.textContent])"
+    assert (
+        browser.js("document.querySelector('#readout .readtitle').textContent")
+        == "\u201c<b>is</b>\u201d (query) reads most:"
+    )
+    assert browser.js(readout) == [[s, f"{s.replace('-', ' ')}: {top(tokens, w[query])}"] for s, w in heads.items()]
+
+    browser.click("#head-1")  # head 1 off, the mean on: both follow in lines, blocks and readout
+    browser.click("#head-mean")
+    browser.move_to(f"g.token.left[data-index='{query}'] rect")
+    del heads["head-1"]
+    heads["mean"] = layer.mean(axis=0)
+    assert_drawn(browser.lines(), expected_lines(heads, query), query)
+    assert {b["series"] for b in browser.lines("#blocks rect")} == set(heads)
+    assert browser.js(readout) == [[s, f"{s.replace('-', ' ')}: {top(tokens, w[query])}"] for s, w in heads.items()]
+
+    browser.move_to(f"g.token.right[data-index='{key}'] rect")  # a key: who reads it, from every query
+    columns = {s: w.T for s, w in heads.items()}  # columns[s][key] = the weights every query gives to key
+    assert_drawn(browser.lines(), expected_lines(columns, key), key, side="key")
+    blocks = browser.lines("#blocks rect")
+    assert sorted((b["series"], b["query"]) for b in blocks) == sorted((s, q) for s in heads for q in range(6))
+    assert all(b["key"] == key and b["weight"] == pytest.approx(heads[b["series"]][b["query"], key]) for b in blocks)
+    assert_beside_tokens(browser, blocks, "query")
+    assert (
+        browser.js("document.querySelector('#readout .readtitle').textContent")
+        == "\u201cplot\u201d (key) is read most by:"
+    )
+    assert browser.js(readout) == [[s, f"{s.replace('-', ' ')}: {top(tokens, w[key])}"] for s, w in columns.items()]
+
+
+def ramp(weights: np.ndarray) -> np.ndarray:
+    """The colour (R, G, B) of each weight on the page's scale."""
+    stops, colours = [s for s, _ in RAMP], np.array([c for _, c in RAMP], dtype=float)
+    return np.stack([np.interp(weights, stops, colours[:, c]) for c in range(3)], axis=-1)
+
+
+@pytest.mark.slow
+def test_the_model_view_shows_every_head_and_opens_the_one_clicked(browser, tmp_path: Path):
+    tokens, attentions = shared_key_attention()
+    page = save_attention_html(tmp_path / "view.html", tokens, attentions)
+    data = read_attention_data(page.read_text(encoding="utf-8"))
+    browser.open(page.as_uri() + "#layer=0&token=3")
+    shown = "[document.getElementById('head-view').hidden, document.getElementById('model-view').hidden]"
+    assert browser.js(shown) == [False, True]
+    browser.click("#mode-model")
+    assert browser.js(shown) == [True, False]
+
+    maps = {(str(i), str(h)): np.array(data["layers"][i][h]) for i in range(2) for h in range(4)}
+    maps["rollout", "rollout"] = np.array(data["rollout"])
+    cells = browser.js("Array.from(document.querySelectorAll('canvas.map'), c => [c.dataset.layer, c.dataset.head])")
+    assert [tuple(c) for c in cells] == list(maps)
+    for (layer, head), weights in maps.items():  # every cell: each (query, key) square on the one 0-1 scale
+        pixels = browser.js(
+            f'(function () {{ var c = document.querySelector(\'canvas.map[data-layer="{layer}"][data-head="{head}"]\''
+            "), n = c.width / 6, g = c.getContext('2d'), out = [], q, k; for (q = 0; q < 6; q++) { for (k = 0; k < 6; "
+            "k++) { out.push(Array.from(g.getImageData(Math.floor((k + 0.5) * n), Math.floor((q + 0.5) * n), 1, 1)"
+            ".data).slice(0, 3)); } } return out; })()"
+        )
+        np.testing.assert_allclose(np.array(pixels).reshape(6, 6, 3), ramp(weights), atol=1.01)
+
+    browser.click("canvas.map[data-layer='1'][data-head='2']")  # opens layer 1 with head 2 alone
+    assert browser.js(shown) == [False, True]
+    assert browser.js("document.getElementById('layer').value") == "1"
+    checked = browser.js("Array.from(document.querySelectorAll('#heads input'), b => b.checked ? b.id : '')")
+    assert [c for c in checked if c] == ["head-2"]
+    browser.move_to("g.token.left[data-index='4'] rect")
+    assert_drawn(browser.lines(), expected_lines({"head-2": maps["1", "2"]}, 4), 4)
+    assert {b["series"] for b in browser.lines("#blocks rect")} == {"head-2"}
+    assert browser.js("Array.from(document.querySelectorAll('#readout .readline'), e => e.dataset.series)") == [
+        "head-2"
+    ]
+
+    browser.js("location.hash = 'view=model'")  # the hash opens the model view too; its rollout cell the rollout
+    browser.wait_for("!document.getElementById('model-view').hidden")
+    browser.click("canvas.map[data-layer='rollout']")
+    assert browser.js("document.getElementById('layer').value") == "rollout"
+    browser.move_to("g.token.left[data-index='0'] rect")
+    assert_drawn(browser.lines(), expected_lines({"rollout": maps["rollout", "rollout"]}, 0), 0)

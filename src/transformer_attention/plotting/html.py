@@ -1,11 +1,15 @@
 """An interactive attention view in one self-contained HTML file that works offline (no CDN, no server).
 
-The tokens stand in two columns, queries on the left and keys on the right; hovering a left token draws
-lines to the tokens it reads, thickness = weight, one colour per head, for the layer picked in a
-selector; the head mean and the attention rollout (rollout.py) are options of the same view. Click a
-token to pin it. The page is package data (page.html, page.css, page.js beside this module); each page
-inlines them and the weights (as JSON), so it opens from disk in any browser. The URL hash picks the
-initial view: `page.html#layer=1&heads=0,2&token=4` (`layer=rollout`, `mean=1` for the head mean).
+Head view: the tokens stand in two columns, queries on the left and keys on the right. Hovering a query draws
+what it reads, hovering a key who reads it, for the layer picked in a selector and the heads switched on:
+each head has its own column of blocks beside the tokens (opacity = weight) so that no head covers another,
+and its own colour of line (thickness = weight, opaque, so no blended colour outside the legend); the readout
+lists the top five of each head. The head mean and the attention rollout (rollout.py) are options of the same
+view. Click a token to pin it. Model view: every layer x head as a small query x key map on one 0-1 colour
+scale; clicking a map opens that layer and head alone in the head view. The page is package data (page.html,
+page.css, page.js beside this module); each page inlines them and the weights (as JSON), so it opens from disk
+in any browser. The URL hash picks the initial view: `page.html#layer=1&heads=0,2&token=4` (`layer=rollout`,
+`mean=1` for the head mean, `key=3` to pin a key, `view=model`).
 
 Everything that comes from the text is escaped: tokens travel in the JSON with `<`, `>`, `&` and `/`
 written as `\\u003c`... (so no token can close the script tag), and they reach the page through
