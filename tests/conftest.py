@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import transformer_attention.cli  # noqa: F401 - registers the resolvers and the model schema conf/ uses
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `pytest -n 2` on two cores: one thread per worker, inherited by every process a test starts
     # (torch's OpenMP threads spin while they wait, so oversubscribed cores slow every test down)

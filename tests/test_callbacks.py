@@ -3,6 +3,7 @@ real toy training, attention maps that put visible weight on the negation."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -147,9 +148,9 @@ def fitted(tmp_path_factory) -> Fitted:
 def test_maps_logged_every_n_and_at_fit_end(fitted):
     steps_per_epoch = fitted.trainer.global_step // 2
     acc = fitted.events
-    tags = [t for t in acc.Tags()["images"] if t.startswith("attention/")]
+    tags = [t for t in acc.Tags()["images"] if t.startswith("~attention/")]  # after the curves in TensorBoard
     names = ["example_0", "example_1", "example_2", "text_0"]
-    expected = [f"attention/{n}/{kind}" for n in names for kind in ("layer_0", "layer_1", "rollout")]
+    expected = [f"~attention/{n}/{kind}" for n in names for kind in ("layer_0", "layer_1", "rollout")]
     assert sorted(tags) == sorted(expected)
     for tag in tags:  # validation 0, not 1 (every 2nd), then the end of fit; never the sanity check (step 0)
         assert [e.step for e in acc.Images(tag)] == [steps_per_epoch, 2 * steps_per_epoch]
@@ -175,7 +176,12 @@ def test_interactive_views_written_at_fit_end(fitted):
     assert pages == ["example_0.html", "example_1.html", "example_2.html", "text_0.html"]
     last = fitted.maps.examples[-1]
     ids = last.ids
-    data = read_attention_data((fitted.log_dir / "attention" / f"{last.name}.html").read_text(encoding="utf-8"))
+    page = (fitted.log_dir / "attention" / f"{last.name}.html").read_text(encoding="utf-8")
+    data = read_attention_data(page)
+    # the name is the title; the caption goes on with the text, the true label and the prediction, not the name again
+    assert f"<h1>{last.name}</h1>" in page
+    caption = re.search(r'<p class="caption">(.*?)</p>', page).group(1)
+    assert caption.startswith("\u201c") and last.name not in caption
     (row,) = infer(fitted.module, [ids], pad_id=fitted.dm.pad_id, need_weights=True)  # the trained model
     assert data["tokens"] == [fitted.dm.tokenizer.id_to_token(int(t)) for t in ids]
     for layer, weights in enumerate(row.attentions):
@@ -210,7 +216,7 @@ def test_maps_and_predict_share_one_inference_path(fitted, monkeypatch):
         assert torch.equal(torch.as_tensor(weights), expected)
         assert f"pred: {p.label} (p={p.probabilities[p.label]:.2f})" in status
     np.testing.assert_allclose(bars[0], pooled_rollout(attention_rollout(p.attentions), "cls"), atol=1e-6)
-    tables = events(fitted.log_dir).Tensors("attention/examples/text_summary")
+    tables = events(fitted.log_dir).Tensors("~attention/examples/text_summary")
     assert any(
         f"| text_0 | {text} | - | {p.label} (p={p.probabilities[p.label]:.2f}) |"
         in t.tensor_proto.string_val[0].decode()
@@ -281,9 +287,9 @@ def test_classification_report_matches_sklearn(fitted):
         assert metrics[f"test/recall/{name}"] == pytest.approx(r[c], abs=1e-6)
         assert metrics[f"test/f1/{name}"] == pytest.approx(f[c], abs=1e-6)
     acc = events(fitted.log_dir)
-    assert "test/confusion_matrix" in acc.Tags()["images"]
-    assert "test/report/text_summary" in acc.Tags()["tensors"]
-    table = acc.Tensors("test/report/text_summary")[-1].tensor_proto.string_val[0].decode()
+    assert "~test/confusion_matrix" in acc.Tags()["images"]
+    assert "~test/report/text_summary" in acc.Tags()["tensors"]
+    table = acc.Tensors("~test/report/text_summary")[-1].tensor_proto.string_val[0].decode()
     assert all(f"| {name} |" in table for name in dm.label_names)
 
 
@@ -353,4 +359,4 @@ def test_toy_training_attends_to_the_negation(tmp_path):
             save_attention_png(tmp_path / "maps" / f"{text.replace(' ', '_')}_layer{layer}.png", tokens, m, text)
 
     acc = events(Path(cfg.logger.tensorboard.save_dir))  # the callback logged its text at both epochs
-    assert [e.step for e in acc.Images("attention/text_0/layer_1")] == [trainer.global_step // 2, trainer.global_step]
+    assert [e.step for e in acc.Images("~attention/text_0/layer_1")] == [trainer.global_step // 2, trainer.global_step]

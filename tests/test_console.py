@@ -26,7 +26,7 @@ def test_a_run_prints_each_line_once(tmp_path):
     assert not [
         line for line in out.splitlines() if line.startswith(("INFO: ", "WARNING: "))
     ]  # Lightning's own handler
-    assert out.count("Total params") == 1  # the model summary once
+    assert out.count("] - model: ") == 1 and out.count(" trainable), ") == 1  # the model summary once
     assert "Tip:" not in out and "litlogger" not in out
     assert "deprecated" not in out.lower()
     assert "GPU available" in out and "final metrics" in out  # the useful lines stay

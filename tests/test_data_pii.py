@@ -61,10 +61,10 @@ def test_datamodule_scrubs_and_logs_counts(tmp_path, caplog):
     with caplog.at_level(logging.INFO):
         dm = ReviewDataModule(name="local", path=str(tmp_path), val_fraction=0.3, scrub_pii=True, min_frequency=1)
         dm.setup("fit")
-    stored = dm.splits["train"].texts + dm.splits["validation"].texts
+    stored = dm.splits["train"].texts + dm.splits["validation"].texts + dm.splits["test"].texts
     assert sorted(stored) == sorted(scrub_pii(texts)[0])
     logged = [ast.literal_eval(d) for d in re.findall(r"scrub_pii \w+: replaced (\{.*\})", caplog.text)]
-    assert len(logged) == 2  # one line per split: train and the carved validation
+    assert len(logged) == 3  # one line per split: train and the carved validation and test
     expected = scrub_pii(texts)[1]
     assert expected == Counter(email=1, url=2, phone=3, number=2)
     assert sum((Counter(d) for d in logged), Counter()) == +expected

@@ -72,7 +72,7 @@ def write_parquet(folder: Path, **splits: list[str]) -> Path:
 
 def module(path: Path, **kw) -> ReviewDataModule:
     kw = {"vocab_size": 200, "min_frequency": 1, "batch_size": 8, "cache_dir": None, **kw}
-    return ReviewDataModule(name="local", path=str(path), **kw)
+    return ReviewDataModule(name="local", path=str(path), **{"test_fraction": None, **kw})  # train keeps the rest
 
 
 def test_carved_validation_removes_train_rows_sharing_its_text(tmp_path, caplog):

@@ -68,14 +68,15 @@ def csv_reviews(folder: Path, splits=("train",), n: int = 60) -> Path:
 
 # ---- 1. required splits, before training ---------------------------------------------------------
 def test_no_test_split_fails_before_training_and_leaves_no_run_folder(tmp_path: Path):
+    """With the carving of a test split switched off (data.test_fraction=null), data without one fails at once."""
     data = csv_reviews(tmp_path / "data")  # train.csv only
     before = snapshot(data)
     log_dir = tmp_path / "outputs"
-    proc = run_entry(
-        "train.py", *LOCAL_TINY, "data=local", f"data.path={data}", f"paths.log_dir={log_dir}", check=False
-    )
+    args = [*LOCAL_TINY, "data=local", f"data.path={data}", "data.test_fraction=null", f"paths.log_dir={log_dir}"]
+    proc = run_entry("train.py", *args, check=False)
     line = one_line(proc, "data error")
     assert "has no test split (splits: ['train', 'validation'])" in line and "run with test=false" in line
+    assert "data.test_fraction=0.1" in line
     assert not work_done(log_dir) and not list(log_dir.rglob("tokenizer.json"))
     assert not list((log_dir / "train" / "runs").iterdir())  # 9: no run folder left behind
     assert snapshot(data) == before
@@ -86,7 +87,7 @@ def test_every_job_of_a_sweep_fails_before_it_trains(tmp_path: Path):
     train() per trial), so a sweep on data that cannot succeed trains nothing."""
     data = csv_reviews(tmp_path / "data")
     log_dir = tmp_path / "outputs"
-    args = ["-m", "model.num_heads=1,2", "data=local", f"data.path={data}"]
+    args = ["-m", "model.num_heads=1,2", "data=local", f"data.path={data}", "data.test_fraction=null"]
     proc = run_entry("train.py", *args, *LOCAL_TINY, f"paths.log_dir={log_dir}", check=False, timeout=300)
     assert proc.returncode != 0 and "has no test split" in proc.stderr, proc.stderr[-3000:]
     logs = sorted(log_dir.rglob("train.log"))
@@ -413,3 +414,22 @@ def test_validation_and_test_batches_are_one_fixed_shuffle_with_every_class(tmp_
     for labels in first:
         assert len(set(labels[:8])) == 2  # the first batch (limit_val_batches=1) sees both classes
         assert sorted(labels) == sorted(frames["test"]["label"])
+
+
+def test_the_final_table_is_aligned_to_four_digits_without_learning_rates_or_repeats():
+    table = format_metrics(
+        {
+            "train/loss": 0.15552,
+            "train/loss_epoch": 0.15552,  # Lightning's copy of train/loss
+            "train/loss_step": 0.0082,  # the last step's value
+            "lr-AdamW/pg1": 1e-4,
+            "train/lr": 1e-4,
+            "test/precision/negative": 0.93782,
+            "val/loss": 0.012345,
+        }
+    )
+    assert table.splitlines() == [
+        "  test/precision/negative  0.9378",
+        "  train/loss               0.1555",
+        "  val/loss                 0.01235",
+    ]

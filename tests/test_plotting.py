@@ -226,3 +226,13 @@ def test_rollout_bars_show_the_shares():
     assert widths == pytest.approx(shares.tolist())
     fig = plot_rollout(["[CLS]", "a", "b"], [np.eye(3)[None], np.eye(3)[None]], "identity")
     assert [round(b.get_width(), 6) for b in fig.axes[0].patches] == [1.0, 0.0, 0.0]  # [CLS] reads only itself
+
+
+def test_the_mean_panel_is_the_heads_mean_and_left_out_for_one_head():
+    two = np.stack([hand_built(peak=(0, 4)), hand_built(peak=(0, 1), seed=1)])  # (2, T, T)
+    fig = plot_attention(TOKENS, two, mean=True)
+    panels = [ax.images[0].get_array() for ax in fig.axes if ax.images][:-1]  # the last image: the colour bar
+    assert len(panels) == 3
+    np.testing.assert_allclose(panels[2], two.mean(axis=0), atol=1e-6)
+    one = plot_attention(TOKENS, two[:1], mean=True)  # a mean of one head would repeat it
+    assert len([ax for ax in one.axes if ax.images]) == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import re
 import signal
@@ -15,6 +17,7 @@ import pytest
 import torch
 import yaml
 from conftest import ROOT, TINY, entry_env, run_entry
+from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
@@ -92,6 +95,29 @@ def test_grid_multirun_gives_every_job_its_own_folder(tmp_path: Path):
     assert combos == {(1, 1), (1, 2), (2, 1), (2, 2)}
     assert proc.stdout.count("final metrics") == 4
     assert (sweep / "multirun.yaml").is_file()
+    assert_summary(proc.stdout, sweep, jobs, varied=["model.num_heads", "model.num_layers"])
+
+
+def assert_summary(stdout: str, sweep: Path, jobs: list[Path], varied: list[str], metric: str = "val/acc_best") -> None:
+    """The end of a multirun: a table of its jobs, best `metric` first, printed and in <sweep>/summary.csv, each
+    row with what the job tried (the overrides that differ between jobs), its metrics as its folder holds them."""
+    with (sweep / "summary.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["job", "status", *varied, metric, "test/acc", "folder"]
+    assert sorted(int(r["job"]) for r in rows) == sorted(int(j.name.split("_")[0]) for j in jobs)
+    values = [float(r[metric]) for r in rows]
+    assert values == sorted(values, reverse=True)  # best first
+    for row in rows:
+        job = sweep / row["folder"]
+        logged = json.loads((job / "metrics.json").read_text())
+        assert float(row[metric]) == pytest.approx(logged[metric], abs=1e-4)
+        assert float(row["test/acc"]) == pytest.approx(logged["test/acc"], abs=1e-4)
+        config = OmegaConf.create(job_config(job))
+        for key in varied:
+            assert row[key] == str(OmegaConf.select(config, key))
+    table = stdout.split("sweep summary", 1)[1]
+    lines = [line.split() for line in table.splitlines()[1:] if line.strip()][: len(rows) + 1]
+    assert lines[0][:2] == ["job", "status"] and [line[0] for line in lines[1:]] == [r["job"] for r in rows]
 
 
 def test_two_launches_at_once_never_share_a_folder(tmp_path: Path):
@@ -123,7 +149,7 @@ def load_study(log_dir: Path, name: str = "train") -> optuna.Study:
 
 
 def test_optuna_sweep_of_three_trials_writes_the_best_parameters(tmp_path: Path):
-    run_entry(
+    proc = run_entry(
         "train.py",
         "hparams_search=optuna",
         "hydra.sweeper.n_trials=3",
@@ -142,6 +168,10 @@ def test_optuna_sweep_of_three_trials_writes_the_best_parameters(tmp_path: Path)
         assert t.params["model.d_model"] % t.params["model.num_heads"] == 0
         assert_complete_job(job_dir(folder, t.number))
         assert job_config(job_dir(folder, t.number))["model"]["d_model"] == t.params["model.d_model"]
+    jobs = [job_dir(folder, t.number) for t in trials]
+    assert_summary(
+        proc.stdout, folder, jobs, varied=sorted(k for k in searched if len({t.params[k] for t in trials}) > 1)
+    )
 
 
 def test_optuna_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path: Path):

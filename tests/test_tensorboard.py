@@ -71,44 +71,56 @@ def test_event_files_hold_maps_scalars_and_hparams(sweep, job):
     acc = read_events(jobs[job])
     tags = acc.Tags()
 
-    # scalars: epoch-end metrics are logged at the last batch's step (global_step - 1), twice
-    for name in ("train/loss_step", "train/acc", "val/loss", "val/acc", "val/f1", "lr-AdamW/pg1"):
+    # scalars: epoch-end metrics are logged at the last batch's step (global_step - 1), twice; the curves (train,
+    # val) under their names, everything else after them (`~test/...`): TIME SERIES opens the curves first
+    for name in ("train/loss_step", "train/acc", "val/loss", "val/acc", "val/f1", "train/lr"):
         assert name in tags["scalars"], name
+    assert "epoch" not in tags["scalars"]  # Lightning's epoch series: metrics.csv keeps it
+    assert [t for t in tags["scalars"] if "lr" in t.split("/")[-1]] == ["train/lr"]  # one learning-rate curve
+    assert all(t.startswith(("train/", "val/", "~")) for t in [*tags["scalars"], *tags["images"]])
+    lr = [e.value for e in acc.Scalars("train/lr")]
+    assert len(lr) >= 2 and max(lr) > lr[-1] > 0  # one value per logged step, decaying (warmup, cosine)
     val_steps = [e.step for e in acc.Scalars("val/acc_best")]
     assert len(val_steps) == 2 and val_steps[0] > 0  # no placeholder value at step 0 from the hparams
     test_metrics = ("acc", "f1", "loss", "precision/negative", "recall/positive", "f1/positive")
-    for name in (f"test/{m}" for m in test_metrics):
+    for name in (f"~test/{m}" for m in test_metrics):
         assert len(acc.Scalars(name)) == 1, name
 
     # attention images: every example, every layer (heads and their mean) and the rollout, every validation epoch
-    expected = {f"attention/example_{i}/{kind}" for i in range(EXAMPLES) for kind in ("layer_0", "layer_1", "rollout")}
+    expected = {f"~attention/example_{i}/{k}" for i in range(EXAMPLES) for k in ("layer_0", "layer_1", "rollout")}
     assert expected <= set(tags["images"])
     for tag in sorted(expected):
         events = acc.Images(tag)
         assert [e.step for e in events] == [s + 1 for s in val_steps], tag  # the global step after each epoch
         for e in events:
             pixels = decode_png(e.encoded_image_string)
-            assert pixels.shape == (e.height, e.width, 3) and e.width >= 200 and e.height >= 200, tag
+            assert pixels.shape == (e.height, e.width, 3) and e.width >= 150 and e.height >= 200, tag  # 1 head: 1 panel
             assert_not_blank(pixels, 0.02 if tag.endswith("rollout") else 0.05)  # bars: the colour bar and a few bars
-    described = acc.SummaryMetadata("attention/example_0/rollout").summary_description
+    described = acc.SummaryMetadata("~attention/example_0/rollout").summary_description
     assert described.startswith("example_0: \u201c") and "true label: " in described
 
     # captions: the examples' texts and true labels in the TEXT tab, at every logged step
-    captions = acc.Tensors("attention/examples/text_summary")
+    captions = acc.Tensors("~attention/examples/text_summary")
     assert [c.step for c in captions] == [s + 1 for s in val_steps]
     table = captions[-1].tensor_proto.string_val[0].decode()
     assert table.startswith("| tag | text | true label | prediction (p) |")
     assert all(f"| example_{i} | " in table for i in range(EXAMPLES))
 
-    cm = acc.Images("test/confusion_matrix")
+    cm = acc.Images("~test/confusion_matrix")
     assert len(cm) == 1
     assert_not_blank(decode_png(cm[0].encoded_image_string))
 
-    # hparams: the settings that shape the result, in a session of their own; no experiment summary, so
-    # TensorBoard builds the table from every run's session (what differs between them first)
+    # hparams: an experiment whose columns are the settings that shape the result (what the sweep varies
+    # first, marked as differing) and the metrics, the optimised one and test/acc first; a session named by
+    # what the job tried (the Trial ID column shows about 15 characters)
     content = acc.PluginTagToContent("hparams")
-    assert "_hparams_/experiment" not in content
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    metrics = [(m.name.tag, m.display_name) for m in experiment.metric_infos]
+    assert metrics[:2] == [("val/acc_best", "val/acc_best"), ("~test/acc", "test/acc")]
+    assert not [name for _, name in metrics if name == "epoch" or "lr" in name]
+    assert [h.name for h in experiment.hparam_infos if h.differs] == ["model.num_heads"]
     session = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+    assert session.group_name.startswith(f"num_heads={HEADS[job]} \u00b7 job {job} \u00b7 ")
     hp = session.hparams
     assert hp["model.num_heads"].number_value == HEADS[job]
     assert hp["model.num_layers"].number_value == LAYERS
@@ -149,7 +161,7 @@ def server(sweep, tmp_path_factory):
             assert proc.poll() is None, f"tensorboard exited with {proc.returncode}: {Path(log.name).read_text()}"
             try:
                 tags = json.loads(fetch(f"{base}/data/plugin/images/tags", timeout=5))
-                if len(tags) == len(jobs) and all("attention/example_0/layer_0" in t for t in tags.values()):
+                if len(tags) == len(jobs) and all("~attention/example_0/layer_0" in t for t in tags.values()):
                     break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
@@ -172,15 +184,15 @@ def test_server_serves_the_attention_images(sweep, server):
     runs = {str((log_dir / run).parent) for run in tags}
     assert runs == {str(j) for j in jobs}  # one run per sweep job, named by its folder
     run = sorted(tags)[0]
-    expected = {f"attention/example_{i}/layer_{layer}" for i in range(EXAMPLES) for layer in range(LAYERS)}
-    assert expected <= set(tags[run]) and "test/confusion_matrix" in tags[run]
+    expected = {f"~attention/example_{i}/layer_{layer}" for i in range(EXAMPLES) for layer in range(LAYERS)}
+    assert expected <= set(tags[run]) and "~test/confusion_matrix" in tags[run]
 
-    query = urllib.parse.urlencode({"run": run, "tag": "attention/example_0/layer_1"})
+    query = urllib.parse.urlencode({"run": run, "tag": "~attention/example_0/layer_1"})
     series = json.loads(fetch(f"{server}/data/plugin/images/images?{query}"))
     assert len(series) == 2 and series[0]["step"] < series[1]["step"]  # the slider: one image per epoch
     png = fetch(f"{server}/data/plugin/images/individualImage?{series[-1]['query']}")
     pixels = decode_png(png)
-    stored = read_events((log_dir / run).parent).Images("attention/example_0/layer_1")[-1]
+    stored = read_events((log_dir / run).parent).Images("~attention/example_0/layer_1")[-1]
     assert png == stored.encoded_image_string and pixels.shape == (stored.height, stored.width, 3)
     assert_not_blank(pixels)
 
@@ -188,7 +200,8 @@ def test_server_serves_the_attention_images(sweep, server):
 def test_server_hparams_list_every_run_with_its_metrics(sweep, server):
     log_dir, _ = sweep
     experiment = json.loads(fetch(f"{server}/data/plugin/hparams/experiment", {"experimentName": ""}))
-    assert "val/acc_best" in [m["name"]["tag"] for m in experiment["metricInfos"]]
+    shown = [m.get("displayName") or m["name"]["tag"] for m in experiment["metricInfos"]]
+    assert shown[:2] == ["val/acc_best", "test/acc"] and "epoch" not in shown
     # the swept key is the first column, marked as differing; the constant settings follow
     first = experiment["hparamInfos"][0]
     assert first["name"] == "model.num_heads" and first.get("differs") is True
@@ -198,7 +211,7 @@ def test_server_hparams_list_every_run_with_its_metrics(sweep, server):
         "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
         "colParams": [
             {"metric": {"tag": "val/acc_best", "group": ""}},
-            {"metric": {"tag": "test/acc", "group": ""}},
+            {"metric": {"tag": "~test/acc", "group": ""}},
             {"hparam": "model.num_heads"},
         ],
         "startIndex": 0,
@@ -208,7 +221,9 @@ def test_server_hparams_list_every_run_with_its_metrics(sweep, server):
     assert sorted(g["hparams"]["model.num_heads"] for g in groups) == list(HEADS)
     for group in groups:
         values = {m["name"]["tag"]: m["value"] for m in group["metricValues"]}
-        assert 0.0 <= values["val/acc_best"] <= 1.0 and 0.0 <= values["test/acc"] <= 1.0
-        acc = read_events((log_dir / group["name"]).parent)
+        assert 0.0 <= values["val/acc_best"] <= 1.0 and 0.0 <= values["~test/acc"] <= 1.0
+        assert group["name"].startswith(f"num_heads={group['hparams']['model.num_heads']:g} ")  # the Trial ID
+        (session,) = group["sessions"]
+        acc = read_events((log_dir / session["name"]).parent)
         assert values["val/acc_best"] == pytest.approx(acc.Scalars("val/acc_best")[-1].value)
-        assert values["test/acc"] == pytest.approx(acc.Scalars("test/acc")[-1].value)
+        assert values["~test/acc"] == pytest.approx(acc.Scalars("~test/acc")[-1].value)

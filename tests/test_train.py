@@ -76,3 +76,55 @@ def test_data_error_is_one_clear_line(tiny_overrides, tmp_path: Path):
     assert proc.returncode != 0
     assert "data error" in proc.stderr and "nope" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_one_csv_file_trains_validates_and_tests_on_carved_splits(tmp_path: Path):
+    """Your own reviews in one file: validation and test are carved from it (seeded), and train keeps no text
+    either holds; the run reports test metrics and says how many rows it carved."""
+    from test_data import reviews
+
+    from transformer_attention.data import ReviewDataModule
+    from transformer_attention.data.splits import rows_sharing_text
+
+    path = tmp_path / "reviews.csv"
+    reviews(n_train=300, n_test=0)["train"].to_csv(path, index=False)
+    tiny = [o for o in TINY if not o.startswith("data.toy_size")]
+    proc = run_entry("train.py", *tiny, "data=local", f"data.path={path}", f"paths.log_dir={tmp_path / 'out'}")
+    metrics = final_metrics(proc.stdout)
+    assert 0.0 <= metrics["test/acc"] <= 1.0 and "val/acc_best" in metrics
+    assert re.search(r"no test split: \d+ rows carved from train \(data.test_fraction=0.1\)", proc.stdout + proc.stderr)
+    dm = ReviewDataModule(name="local", path=str(path), vocab_size=500, min_frequency=1)  # the run's split settings
+    raw = dm.load()
+    n_val, n_test = len(raw["validation"]["text"]), len(raw["test"]["text"])
+    assert n_val == 30 and 20 <= n_test <= 27  # 10% of 300, then of what train kept (less rows sharing text)
+    for split in ("validation", "test"):
+        assert not rows_sharing_text(raw["train"]["text"], raw[split]["text"]), split
+
+
+def test_a_run_prints_one_table_and_nothing_its_own_set_up_causes(tiny_overrides):
+    """The console of a run (stdout not a terminal): a line per epoch instead of a redrawn bar, the model's layers
+    without an empty FLOPs column, one final table (aligned, no learning rates, no duplicated loss), and none of
+    the messages Lightning prints when the project's set-up trips it."""
+    overrides = [o for o in tiny_overrides if "enable_progress_bar" not in o]
+    proc = run_entry("train.py", *overrides, "trainer.max_epochs=2")
+    out = proc.stdout + proc.stderr
+    for message in (
+        "Trainer already configured with model summary",  # a ModelSummary callback and the trainer's own
+        "to estimate number of stepping batches",  # the warmup schedule asks for the step count
+        "smaller than the logging interval",  # fewer batches than log_every_n_steps
+        "Total Flops",
+        "Test metric",  # Lightning's own test table beside the run's
+        "lr-AdamW",
+    ):
+        assert message not in out, message
+    assert re.search(r"epoch 1/2, step \d+, [\d.]+ s: train/acc", out) and re.search(r"epoch 2/2, step", out)
+    assert out.count("final metrics") == 1
+    table = final_metrics(proc.stdout)
+    assert not [k for k in table if k.endswith(("_step", "_epoch")) or "lr" in k.split("/")[-1]]
+    rows = proc.stdout.split("final metrics", 1)[1].splitlines()[1:]
+    starts = {len(r) - len(r.lstrip(" ").split(" ", 1)[1].lstrip()) for r in rows if r.strip()}
+    assert len(starts) == 1  # the values stand in one column
+    tree = proc.stdout.split("\n[20", 1)[0]  # what comes before the first log line
+    assert "── data" in tree and "── pretrain" not in tree  # what this run uses: it does not pretrain
+    (run,) = run_dirs(Path(overrides[-1].split("=", 1)[1]))
+    assert "── pretrain" in (run / "config_tree.log").read_text()  # the whole tree is kept

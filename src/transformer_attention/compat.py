@@ -13,19 +13,21 @@ from pathlib import Path
 # Lightning gives its `lightning` logger a console handler of its own (`INFO: ...`) and, imported before Hydra
 # sets up logging, `lightning.pytorch` and `lightning.fabric` too; Hydra's root handlers print the same
 # records again in its format (and write them to the run's log file). It also prints tips advertising other
-# products, and its own code raises a deprecation warning under torch >= 2.10 that no user can act on.
+# products and a note each time a module asks for `trainer.estimated_stepping_batches` (the warmup/cosine
+# schedule does), and its own code raises a deprecation warning under torch >= 2.10 that no user can act on.
 LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric")
 TIP_PREFIX = "\U0001f4a1 Tip:"  # "💡 Tip: For seamless cloud ..." (litlogger, litmodels)
+DROPPED = (TIP_PREFIX, "Loading `train_dataloader` to estimate number of stepping batches")
 RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
 # raised by lightning/pytorch/utilities/_pytree.py itself
 LIGHTNING_DEPRECATIONS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
 
 
 class DropTips(logging.Filter):
-    """Drops Lightning's tips that advertise other products."""
+    """Drops Lightning's tips that advertise other products, and its note on estimating the stepping batches."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(TIP_PREFIX)
+        return not str(record.msg).startswith(DROPPED)
 
 
 def quiet_console() -> None:
@@ -63,3 +65,17 @@ def continue_csv_header(logger: object) -> None:
         keys = logger.experiment.metrics_keys
         keys.extend(k for k in header if k not in keys)
         keys.sort()
+
+
+# ---- TensorBoard's tag groups ---------------------------------------------------------------------
+# TensorBoard's TIME SERIES tab (its default) groups tags by their first part, sorts the groups by name and opens
+# the first two only: with this project's names those would be `attention` (the maps, too small to read in a
+# card) and `test` (single numbers), with the loss and accuracy curves closed below. In TensorBoard alone,
+# every group but the curves' is written with a leading "~", which sorts after every letter: the curves open
+# first, the results and the pictures follow. HPARAMS shows the test metrics under their own names.
+CURVES = ("train", "val")
+
+
+def tensorboard_tag(tag: str) -> str:
+    """The tag TensorBoard gets for `tag`: `train/...` and `val/...` as they are, any other `~tag`."""
+    return tag if tag.split("/", 1)[0] in CURVES or tag.startswith("~") else f"~{tag}"

@@ -155,15 +155,16 @@ class AttentionMapLogger(Callback):
             pred = int(row.probabilities.argmax())
             said = f"{names[pred]} (p={row.probabilities[pred]:.2f})" if labelled else "-"
             truth = names[example.label] if example.label is not None else "-"
-            description = f"{example.name}: \u201c{example.text}\u201d (true label: {truth})"  # the same every step
+            quoted = f"\u201c{example.text}\u201d (true label: {truth})"
+            description = f"{example.name}: {quoted}"  # the same at every step: TensorBoard shows the first
             table.append(f"| {example.name} | {table_cell(example.text)} | {table_cell(truth)} | {table_cell(said)} |")
             layers = row.attentions  # each (H, T, T)
-            self.last.append(Logged(example.name, tokens, layers, f"{description}; pred: {said} at step {step}"))
+            self.last.append(Logged(example.name, tokens, layers, f"{quoted}; pred: {said} at step {step}"))
             title = example.title(names, self.max_tokens)
             grid, bars = self._figures(example.name, tokens[:n], heads=layers[0].shape[0], title=title)
             for layer, weights in enumerate(layers):
                 maps = weights[:, :n, :n].numpy()  # (H, n, n)
-                if self.mean:
+                if self._with_mean(len(maps)):
                     maps = np.concatenate([maps, maps.mean(axis=0, keepdims=True)])  # (H + 1, n, n)
                 status = f"layer {layer} of {len(layers)} \u00b7 step {step} \u00b7 pred: {said}"
                 tag = f"{self.tag}/{example.name}/layer_{layer}"
@@ -171,7 +172,8 @@ class AttentionMapLogger(Callback):
             if bars is not None:
                 shares = pooled_rollout(attention_rollout(layers), pooling)[:n]  # (n,)
                 what = "[CLS]" if pooling == "cls" else "the mean of the tokens"
-                status = f"what {what} reads through {len(layers)} layers \u00b7 step {step}"
+                through = f"{len(layers)} layer{'s' if len(layers) > 1 else ''}"
+                status = f"what {what} reads through {through} \u00b7 step {step}"
                 tag = f"{self.tag}/{example.name}/rollout"
                 self.writer.send(writers, tag, step, description, bars.render, shares, status)
         log_text(writers, f"{self.tag}/examples", "\n".join(table), step)
@@ -194,10 +196,14 @@ class AttentionMapLogger(Callback):
         log.info("attention maps: interactive views of the %d examples in %s", len(self.pages), folder)
         return self.pages
 
+    def _with_mean(self, heads: int) -> bool:
+        """The mean panel beside the heads: asked for, and not a copy of the one head."""
+        return self.mean and heads > 1
+
     def _figures(self, name: str, tokens: list[str], heads: int, title: str) -> tuple[AttentionGrid, Any]:
         """The example's grid and rollout bars, built once (at fit start, or at its first logged step)."""
         if name not in self.figures:
-            panels = [f"head {h}" for h in range(heads)] + (["mean of heads"] if self.mean else [])
+            panels = [f"head {h}" for h in range(heads)] + (["mean of heads"] if self._with_mean(heads) else [])
             grid = AttentionGrid(tokens, panels, title, status=True)
             bars = RolloutBars(tokens, f"{title} \u00b7 attention rollout", status=True) if self.rollout else None
             grid.prepare()

@@ -1,8 +1,9 @@
 """Images and text to whichever of a run's loggers can take them, each through its public API:
 TensorBoard (an image summary written to the SummaryWriter's `file_writer`; `add_text`), MLflow
 (`MlflowClient.log_image` with a key and a step, `log_text` as an artifact), W&B (`WandbLogger.log_image`
-/ `log_text`). Other loggers (CSV) are skipped. `ImageWriter` renders and writes them on the calling thread
-or on one of its own."""
+/ `log_text`). Other loggers (CSV) are skipped. TensorBoard gets them after the curves (`compat.tensorboard_tag`:
+`attention/...` is `~attention/...` there). `ImageWriter` renders and writes them on the calling thread or on one
+of its own."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.image.metadata import create_summary_metadata
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.writer import FileWriter
+
+from ..compat import tensorboard_tag
 
 
 def image_loggers(loggers: Sequence[Logger]) -> list[Logger]:
@@ -73,7 +76,7 @@ def log_image(loggers: Sequence[Logger], tag: str, image: np.ndarray, step: int,
         raise ValueError(f"log_image takes an (H, W, 3) uint8 array, got {image.shape} {image.dtype}")
     for lg in loggers:
         if isinstance(lg, TensorBoardLogger):
-            add_tensorboard_image(lg.experiment, tag, image, step, description)
+            add_tensorboard_image(lg.experiment, tensorboard_tag(tag), image, step, description)
         elif isinstance(lg, MLFlowLogger):  # shown per step in the run's Artifacts > images (MLflow >= 2.12)
             lg.experiment.log_image(lg.run_id, image, key=tag, step=step)
         elif isinstance(lg, WandbLogger):
@@ -85,7 +88,7 @@ def log_text(loggers: Sequence[Logger], tag: str, text: str, step: int) -> None:
     """Log `text` (markdown for TensorBoard) as `tag` at `step` to each logger that takes text."""
     for lg in loggers:
         if isinstance(lg, TensorBoardLogger):
-            lg.experiment.add_text(tag, text, global_step=step)
+            lg.experiment.add_text(tensorboard_tag(tag), text, global_step=step)
         elif isinstance(lg, MLFlowLogger):  # an artifact per step: text/<tag>/step_<step>.txt
             lg.experiment.log_text(lg.run_id, text, artifact_file=f"text/{tag}/step_{step}.txt")
         elif isinstance(lg, WandbLogger):

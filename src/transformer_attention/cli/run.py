@@ -76,7 +76,11 @@ def run(task: str, cfg: DictConfig) -> Any:
         if in_sweep() and spawn_ddp(cfg.get("trainer")):
             log.info("DDP in a multirun: ranks are spawned (trainer.strategy=%s)", cfg.trainer.strategy)
         if task in SHOWS_TREE and run_dir is not None and is_rank_zero():
-            print_config_tree(cfg, save_to=tree_dir(cfg, run_dir) / "config_tree.log")
+            unused = ("pretrain",) if task == "train" and cfg.model.get("init_from") != "pretrain" else ()
+            saved = tree_dir(cfg, run_dir) / "config_tree.log"
+            print_config_tree(cfg, save_to=saved, unused=unused, show=not in_sweep())
+            if in_sweep():
+                log.info("config: %s", saved)
         return TASKS[task]()(cfg)
     except (UserError, InstantiationException) as err:
         cause = err.__cause__ if isinstance(err.__cause__, UserError) else err  # a constructor's own error

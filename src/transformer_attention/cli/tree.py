@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Sequence
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -10,24 +12,35 @@ from omegaconf.errors import OmegaConfBaseException
 ORDER = ("data", "model", "trainer", "callbacks", "logger", "paths")
 
 
-def print_config_tree(cfg: DictConfig, save_to: str | Path | None = None) -> None:
-    """Print the resolved config as a rich tree (groups first, then the run's own values); with
-    `save_to`, also write it there as plain text."""
+def print_config_tree(
+    cfg: DictConfig, save_to: str | Path | None = None, unused: Sequence[str] = (), show: bool = True
+) -> None:
+    """Print the resolved config as a rich tree (groups first, then the run's own values), without the `unused`
+    groups (say, `pretrain` in a run that does not pretrain); with `save_to`, also write the whole tree there
+    as plain text. `show=False` only writes it (a sweep's jobs: the tree of each would fill the console)."""
     from rich.console import Console
+
+    if save_to is not None:
+        console = Console(record=True, file=io.StringIO(), width=100)
+        console.print(_tree(cfg, ()))
+        Path(save_to).parent.mkdir(parents=True, exist_ok=True)
+        Path(save_to).write_text(console.export_text())
+    if show:
+        Console().print(_tree(cfg, unused))
+
+
+def _tree(cfg: DictConfig, unused: Sequence[str]) -> object:
     from rich.syntax import Syntax
     from rich.tree import Tree
 
     tree = Tree("config", guide_style="dim")
     groups = [k for k in ORDER if k in cfg] + [k for k in cfg if k not in ORDER and OmegaConf.is_dict(cfg[k])]
     for group in groups:
-        tree.add(group).add(Syntax(_yaml(cfg[group]), "yaml", word_wrap=True))
+        if group not in unused:
+            tree.add(group).add(Syntax(_yaml(cfg[group]), "yaml", word_wrap=True))
     rest = OmegaConf.masked_copy(cfg, [k for k in cfg if k not in groups])
     tree.add("run").add(Syntax(_yaml(rest), "yaml", word_wrap=True))
-    console = Console(record=save_to is not None)
-    console.print(tree)
-    if save_to is not None:
-        Path(save_to).parent.mkdir(parents=True, exist_ok=True)
-        Path(save_to).write_text(console.export_text())
+    return tree
 
 
 def _yaml(node: DictConfig) -> str:

@@ -2,7 +2,7 @@
 (the batch format: batches.py).
 
 Set-up order: load and check the raw splits (sources.py, labels.py), drop empty texts, carve a
-validation split if there is none (and drop the train rows that share text with it), scrub PII,
+validation and a test split where there is none (splits.py: train keeps no text they hold), scrub PII,
 train (or reuse) the tokenizer on train only, tokenize.
 The tokenizer and the tokenized splits are cached under `cache_dir`, keyed by the texts and settings.
 """
@@ -26,7 +26,7 @@ from .pii import scrub_pii
 from .sampler import BucketBatchSampler
 from .settings import check_data_settings
 from .sources import load_columns
-from .splits import carve_validation, drop_empty
+from .splits import carve_missing, drop_empty
 from .tokenizer import PAD_ID, cut_at, load_tokenizer, save_tokenizer
 from .toy import LABEL_NAMES as TOY_LABEL_NAMES
 from .toy import make_toy_splits
@@ -59,6 +59,7 @@ class ReviewDataModule(L.LightningDataModule):
         vocab_size: int = 8000,
         min_frequency: int = 2,
         val_fraction: float = 0.1,
+        test_fraction: float | None = 0.1,
         split_seed: int = 42,
         seed: int = 0,
         num_workers: int = 0,
@@ -79,6 +80,7 @@ class ReviewDataModule(L.LightningDataModule):
             eval_batch_size=eval_batch_size,
             vocab_size=vocab_size,
             val_fraction=val_fraction,
+            test_fraction=test_fraction,
             num_workers=num_workers,
             toy_size=toy_size,
             encoding=encoding,
@@ -90,7 +92,8 @@ class ReviewDataModule(L.LightningDataModule):
         self.eval_batch_size = eval_batch_size or batch_size
         self.bucket_by_length = bucket_by_length
         self.vocab_size_target, self.min_frequency = vocab_size, min_frequency
-        self.val_fraction, self.split_seed, self.seed = val_fraction, split_seed, seed
+        self.val_fraction, self.test_fraction = val_fraction, test_fraction
+        self.split_seed, self.seed = split_seed, seed
         self.num_workers, self.toy_size = num_workers, toy_size
         self.scrub_pii, self.num_classes_target = scrub_pii, num_classes
         self.cache_dir, self.output_dir = cache_dir, output_dir
@@ -128,8 +131,7 @@ class ReviewDataModule(L.LightningDataModule):
         )
         for split, cols in raw.items():
             cols["label"] = ids[split]
-        if "validation" not in raw:
-            raw["validation"] = carve_validation(raw["train"], self.val_fraction, self.split_seed)
+        carve_missing(raw, self.val_fraction, self.test_fraction, self.split_seed)
         raw = {split: raw[split] for split in ("train", "validation", "test") if split in raw}
         if self.scrub_pii:
             for split, cols in raw.items():

@@ -39,6 +39,10 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "num_workers": (lambda v: is_whole(v, 0), "must be 0 (load in the main process) or more: e.g. {key}=0"),
     "val_fraction": (_fraction, "must be in (0, 1): e.g. {key}=0.1"),
+    "test_fraction": (
+        lambda v: v is None or _fraction(v),
+        "must be in (0, 1), or null to carve no test split: e.g. {key}=0.1",
+    ),
     "encoding": (_encoding, "is not an encoding Python knows: e.g. {key}=utf-8 or {key}=latin-1"),
 }
 

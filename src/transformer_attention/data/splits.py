@@ -1,7 +1,8 @@
-"""Splits made fit to train on: no empty texts (`drop_empty`), and, for data without a validation split (IMDB),
-one carved from train (`carve_validation`) that shares no text with it: the train rows equal to a validation
-text, contained in one, or containing one of at least MIN_CONTAINED_TOKENS tokens are removed
-(`rows_sharing_text`; the phrase-level case: SST-2's train rows are phrases of the same sentences).
+"""Splits made fit to train on: no empty texts (`drop_empty`), and, for data without a validation or test split
+(IMDB has no validation; one file of your own has neither), one carved from train (`carve_split`) that shares
+no text with it: the train rows equal to one of its texts, contained in one, or containing one of at least
+MIN_CONTAINED_TOKENS tokens are removed (`rows_sharing_text`; the phrase-level case: SST-2's train rows are
+phrases of the same sentences).
 """
 
 from __future__ import annotations
@@ -85,41 +86,52 @@ def rows_sharing_text(
     return [i for i, t in enumerate(train_norm) if t in contained or next(in_val.iter(t), None) is not None]
 
 
-def carve_validation(train: dict[str, list], val_fraction: float, split_seed: int) -> dict[str, list]:
-    """Move a `val_fraction` of `train` (columns of equal length), drawn with `split_seed`, into a validation
-    split (in place), then drop the train rows that contain, or are contained in, a validation text
-    (`rows_sharing_text`: phrase-level sets such as SST-2 hold phrases of the same sentences), so validation
-    measures text the model has not trained on. Returns the validation columns."""
-    g = torch.Generator().manual_seed(split_seed)
+def carve_split(
+    train: dict[str, list], fraction: float, seed: int, split: str = "validation", setting: str = "data.val_fraction"
+) -> dict[str, list]:
+    """Move a `fraction` of `train` (columns of equal length), drawn with `seed`, into a `split` of its own (in
+    place), then drop the train rows that contain, or are contained in, one of its texts (`rows_sharing_text`:
+    phrase-level sets such as SST-2 hold phrases of the same sentences), so that split measures text the model
+    has not trained on. Returns the new split's columns; `setting` names the fraction in messages."""
+    g = torch.Generator().manual_seed(seed)
     perm = torch.randperm(len(train["text"]), generator=g).tolist()
-    n_val = max(1, int(len(perm) * val_fraction))
-    if n_val >= len(perm):
-        raise DataError(f"data.val_fraction={val_fraction} of {len(perm)} train rows leaves none to train on")
-    val_idx, train_idx = sorted(perm[:n_val]), sorted(perm[n_val:])
-    val = {k: [v[i] for i in val_idx] for k, v in train.items()}
+    n_out = max(1, int(len(perm) * fraction))
+    if n_out >= len(perm):
+        raise DataError(f"{setting}={fraction} of {len(perm)} train rows leaves none to train on")
+    out_idx, train_idx = sorted(perm[:n_out]), sorted(perm[n_out:])
+    carved = {k: [v[i] for i in out_idx] for k, v in train.items()}
     for k, v in list(train.items()):
         train[k] = [v[i] for i in train_idx]
-    overlap = set(rows_sharing_text(train["text"], val["text"]))
+    overlap = set(rows_sharing_text(train["text"], carved["text"]))
     if overlap:
         n_train = len(train["text"])
         if len(overlap) == n_train:
             raise DataError(
-                f"data.val_fraction={val_fraction}: every one of the {n_train} train rows left after "
-                f"carving validation contains, or is contained in, a validation text, so none is left to train "
-                f"on; lower data.val_fraction or give the data its own validation split (a validation file, "
-                f"data.data_files.validation or data.split_names.validation)"
+                f"{setting}={fraction}: every one of the {n_train} train rows left after carving {split} "
+                f"contains, or is contained in, a {split} text, so none is left to train on; lower {setting} or "
+                f"give the data its own {split} split (a {split} file, data.data_files.{split} or "
+                f"data.split_names.{split})"
             )
         log.warning(
-            "validation carved from train: removed %d of %d train rows that contain, or are contained in, "
-            "a validation text (whole tokens; contained validation texts of %d+ tokens): they would leak "
-            "validation text into training",
-            len(overlap),
-            n_train,
-            MIN_CONTAINED_TOKENS,
+            "%s carved from train: removed %d of %d train rows that contain, or are contained in, a %s text "
+            "(whole tokens; contained %s texts of %d+ tokens): they would leak %s text into training",
+            *(split, len(overlap), n_train, split, split, MIN_CONTAINED_TOKENS, split),
         )
         for k, v in list(train.items()):
             train[k] = [x for i, x in enumerate(v) if i not in overlap]
-    return val
+    return carved
+
+
+def carve_missing(raw: dict[str, dict[str, list]], val_fraction: float, test_fraction: float | None, seed: int) -> None:
+    """Carve the splits `raw` lacks from its train split, in place: a validation split (`val_fraction`, drawn
+    with `seed`) and a test split (`test_fraction`, drawn with `seed + 1`; None: none)."""
+    if "validation" not in raw:
+        raw["validation"] = carve_split(raw["train"], val_fraction, seed)
+    if "test" not in raw and test_fraction:
+        raw["test"] = carve_split(raw["train"], test_fraction, seed + 1, "test", "data.test_fraction")
+        log.info(
+            "no test split: %d rows carved from train (data.test_fraction=%s)", len(raw["test"]["text"]), test_fraction
+        )
 
 
 def drop_empty(cols: dict[str, list], split: str, text_column: str) -> dict[str, list]:

@@ -56,9 +56,10 @@ def plot_attention(
     max_tokens: int | None = MAX_TOKENS,
     panel_titles: Sequence[str] | None = None,
     ncols: int = 2,
+    mean: bool = False,
 ) -> Figure:
     """A heatmap of one (T, T) attention map, or a grid of one panel per head for (H, T, T), on the
-    0-1 colour scale.
+    0-1 colour scale; with `mean`, a last panel of the heads' mean (when there is more than one head).
 
     `tokens` label both axes (queries down, keys across); texts longer than `max_tokens` are cut
     to their first `max_tokens` tokens and the title says so. Strip padding before calling.
@@ -68,6 +69,9 @@ def plot_attention(
     H = maps.shape[0]
     if panel_titles is None:
         panel_titles = [f"head {h}" for h in range(H)] if w.ndim == 3 else [""]
+    if mean and H > 1:
+        maps = np.concatenate([maps, maps.mean(axis=0, keepdims=True)])  # (H + 1, n, n)
+        panel_titles, H = [*panel_titles, "mean of heads"], H + 1
     if len(panel_titles) != H:
         raise ValueError(f"{len(panel_titles)} panel titles for {H} attention maps")
     return AttentionGrid(shown, panel_titles, noted(title, len(shown), len(tokens)), ncols=ncols).draw(maps)

@@ -8,13 +8,13 @@ are the ones training reported, and they go to TensorBoard in this run's own fol
 from __future__ import annotations
 
 import lightning as L
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ..errors import CheckpointError
 from ..training.builders import TrainerBuilder, build_data, build_loggers, instantiate_group, logged_metrics
 from ..training.checkpoint import load_module
-from ..training.hparams import log_hyperparameters
-from ..training.metrics import format_metrics
+from ..training.hparams import log_run
+from ..training.metrics import format_metrics, save_metrics
 
 TEST_SPLIT_FIX = "evaluate.py tests the test split: give the data one (a test.* file, data.data_files.test)"
 
@@ -39,13 +39,14 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     callbacks, loggers = instantiate_group(cfg.get("callbacks")), build_loggers(cfg.get("logger"))
     # precision=auto picks a training precision by timing training steps: a test runs in fp32
     trainer = TrainerBuilder(cfg.trainer, callbacks, loggers).trainer
-    log_hyperparameters(trainer.loggers, OmegaConf.to_container(cfg, resolve=True))
-    trainer.test(module, datamodule=datamodule)
+    log_run(trainer.loggers, cfg)  # no metrics: train runs define HPARAMS' columns
+    trainer.test(module, datamodule=datamodule, verbose=False)  # one table: the run's own
     return logged_metrics(trainer)
 
 
 def main(cfg: DictConfig) -> dict[str, float]:
     """Evaluate and print the test metrics."""
     metrics = evaluate(cfg)
+    save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
     print(f"test metrics of {cfg.ckpt_path} ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
     return metrics

@@ -61,11 +61,11 @@ def _read_lines(text_file: str) -> list[str]:
 
 
 def save_attention_pngs(pred: Prediction, folder: Path, index: int) -> list[Path]:
-    """One PNG per layer for one prediction: `<folder>/<index>_layer<l>.png`, a panel per head."""
+    """One PNG per layer for one prediction: `<folder>/<index>_layer<l>.png`, a panel per head and their mean."""
     title = f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {pred.text[:60]}"
     return [
         save_attention_png(
-            folder / f"{index:04d}_layer{layer}.png", pred.tokens, weights, title=f"layer {layer} | {title}"
+            folder / f"{index:04d}_layer{layer}.png", pred.tokens, weights, title=f"layer {layer} | {title}", mean=True
         )
         for layer, weights in enumerate(pred.attentions or [])
     ]

@@ -21,7 +21,7 @@ def main(cfg: DictConfig) -> str:
         raise ConfigError(f"model.init_from={cfg.model.init_from!r} is for train.py: pretrain.py starts from scratch")
     given = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     data = pretraining_data(cfg)
-    best = pretrain(cfg, data=data, overrides=given)
+    best = pretrain(cfg, data=data)
     store(best, cache_path(cfg, data))
     # the command to fine-tune it: this run's own overrides (data, model sizes), pretraining's own left out
     kept = [o for o in given if not o.lstrip("+~").startswith(OWN_OVERRIDES)]

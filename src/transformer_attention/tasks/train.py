@@ -7,10 +7,10 @@ import logging
 import signal
 
 import lightning as L
-from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
+from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ..errors import ConfigError
 from ..training.builders import (
@@ -19,18 +19,20 @@ from ..training.builders import (
     build_loggers,
     build_model,
     instantiate_group,
-    log_tags,
     logged_metrics,
     test_best,
 )
-from ..training.hparams import log_hyperparameters
-from ..training.metrics import format_metrics
+from ..training.hparams import CLASSIFIER_METRICS, log_run
+from ..training.metrics import format_metrics, save_metrics
 from ..training.pretrained import starting_encoder
 from ..training.resume import Resume
 
 log = logging.getLogger(__name__)
 
-TEST_SPLIT_FIX = "run with test=false, or give the data a test split (test.* file, data.data_files.test)"
+TEST_SPLIT_FIX = (
+    "run with test=false, give the data a test split (test.* file, data.data_files.test), "
+    "or carve one from train (data.test_fraction=0.1)"
+)
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
@@ -53,9 +55,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     model = build_model(make_model, datamodule, encoder)
     trainer = trainers.for_model(model, datamodule)  # precision=auto: timed on a real batch
 
-    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
-    log_hyperparameters(trainer.loggers, OmegaConf.to_container(cfg, resolve=True), overrides=overrides)
-    log_tags(trainer.loggers, list(cfg.get("tags") or []), cfg.get("notes"))
+    log_run(trainer.loggers, cfg, metrics=[cfg.get("optimized_metric"), *CLASSIFIER_METRICS])  # HPARAMS' columns
 
     if cfg.get("train", True):
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume.ckpt_path)
@@ -71,6 +71,8 @@ def main(cfg: DictConfig) -> float | None:
         metrics = train(cfg)
     except SIGTERMException as stop:  # SIGTERM or Ctrl-C: last.ckpt is saved, the resume command logged
         raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
+    if rank_zero_only.rank == 0:
+        save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
     print(f"final metrics ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
     name = cfg.get("optimized_metric")
     if name and name not in metrics:

@@ -4,6 +4,7 @@ loggers, the trainer, the data and the model. Each special case of building sits
 - a TensorBoard logger of a resumed run hides the steps logged after its checkpoint (`purge_step`);
 - checkpoints are written atomically (`AtomicCheckpointIO`), unless the config names its own plugins;
 - `precision=auto` picks the faster of fp32 and bf16 once a model and a batch exist (precision.py);
+- an epoch of fewer batches than `log_every_n_steps` logs once an epoch, not never;
 - DDP ranks > 0 read rank 0's tokenizer rather than training their own;
 - a model starting from a pretrained encoder gets its weights copied in.
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
-from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
+from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
@@ -38,7 +39,9 @@ def instantiate_group(cfg: DictConfig | None, **for_target: dict[str, Any]) -> l
         if entry is None or "_target_" not in entry:
             continue
         extra = next((kw for name, kw in for_target.items() if str(entry.get("_target_")).endswith(name)), {})
-        objects.append(instantiate(entry, **extra))
+        made = instantiate(entry, **extra)
+        if made is not None:  # a factory may decide there is nothing to add (callbacks.progress_bar)
+            objects.append(made)
     return objects
 
 
@@ -67,11 +70,18 @@ class TrainerBuilder:
         return instantiate(self.cfg, callbacks=callbacks, logger=self.loggers or False, **plugins, **chosen)
 
     def for_model(self, module: L.LightningModule, datamodule: L.LightningDataModule) -> L.Trainer:
-        """The Trainer to fit `module` with: with `precision=auto`, in the precision timed on a real batch."""
-        if not self.auto:
-            return self.trainer
-        precision = auto_precision(module, datamodule, self.cfg.get("accelerator", "cpu"))
-        return self.trainer if precision == "32-true" else self._make(precision)
+        """The Trainer to fit `module` on `datamodule` with: with `precision=auto`, in the precision timed on a
+        real batch; logging at least once an epoch (small data: fewer batches than `log_every_n_steps`)."""
+        trainer = self.trainer
+        if self.auto:
+            precision = auto_precision(module, datamodule, self.cfg.get("accelerator", "cpu"))
+            trainer = trainer if precision == "32-true" else self._make(precision)
+        batches, limit = len(datamodule.train_dataloader()), trainer.limit_train_batches
+        batches = min(batches, limit) if isinstance(limit, int) else int(batches * (1.0 if limit is None else limit))
+        if 0 < batches < trainer.log_every_n_steps:
+            log.info("%d training batches an epoch: logging every %d steps", batches, batches)
+            trainer.log_every_n_steps = batches  # what Lightning warns about otherwise, naming site-packages
+        return trainer
 
 
 def build_data(cfg: DictConfig, **settings: Any) -> L.LightningDataModule:
@@ -114,14 +124,6 @@ def build_model(make_model: Any, datamodule: Any, encoder: PretrainedEncoder | N
     return model
 
 
-def log_tags(loggers: list[Logger], tags: list[str], notes: str | None) -> None:
-    """Tags and notes as a TensorBoard text entry (they are also in the HPARAMS table and the config)."""
-    text = ", ".join(map(str, tags)) + (f"\n\n{notes}" if notes else "")
-    for lg in loggers:
-        if text and isinstance(lg, TensorBoardLogger):
-            lg.experiment.add_text("run/tags", text)
-
-
 def test_best(trainer: L.Trainer, model: L.LightningModule, datamodule: L.LightningDataModule) -> dict[str, float]:
     """Test the best checkpoint (the weights as they are at the end of training when there is none); returns
     every logged metric as a float."""
@@ -131,7 +133,7 @@ def test_best(trainer: L.Trainer, model: L.LightningModule, datamodule: L.Lightn
     for lg in trainer.loggers if trainer.is_global_zero else []:  # other ranks hold no writer
         if isinstance(lg, CSVLogger):
             continue_csv_header(lg)  # a spawned test stage appends to the file the fit stage wrote
-    trainer.test(model, datamodule=datamodule, ckpt_path=best or None)
+    trainer.test(model, datamodule=datamodule, ckpt_path=best or None, verbose=False)  # one table: the run's own
     return logged_metrics(trainer)
 
 

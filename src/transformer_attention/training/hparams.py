@@ -1,13 +1,23 @@
 """The run's hyperparameters for the loggers: the resolved config to each logger (`hparams.yaml`) and, for
-TensorBoard's HPARAMS tab, a session of the settings that shape a result (`result_hparams`)."""
+TensorBoard's HPARAMS tab, the settings that shape a result (`result_hparams`), the metrics to show beside
+them, and the run's session."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
 from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
+from omegaconf import DictConfig, OmegaConf
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard.summary import hparams
+
+from ..compat import tensorboard_tag
 
 
 def flatten_config(config: Mapping, prefix: str = "") -> dict[str, int | float | str]:
@@ -50,20 +60,116 @@ def result_hparams(config: Mapping, overrides: Sequence[str] = ()) -> dict[str, 
     return {**first, **{k: flat[k] for k in keep if k not in first}}
 
 
-@rank_zero_only
-def log_hyperparameters(loggers: Sequence[Logger], config: Mapping, overrides: Sequence[str] = ()) -> None:
-    """Log the resolved run config to every logger (Lightning's `hparams.yaml`). TensorBoard also gets an
-    HPARAMS session: the settings that shape the result (`result_hparams`, named as in Hydra overrides).
+# what HPARAMS' metric columns lead with, after the run's own optimised metric (no epoch, no learning rate)
+CLASSIFIER_METRICS = (
+    "test/acc",
+    "test/f1",
+    "test/loss",
+    "val/acc",
+    "val/f1",
+    "val/loss",
+    "train/acc",
+    "train/loss_epoch",
+)
 
-    Only the session is written, no experiment summary: TensorBoard then builds the HPARAMS table from all
-    runs' sessions, with the settings whose values differ between runs (what a sweep varied) as the first
-    columns and the runs' scalar series as the metric columns. (A run's own experiment summary would be
-    taken for all runs, its columns sorted by name.) The session goes into the logger's own event file,
-    through its SummaryWriter's public `file_writer`: a second event file in the run folder could sort after
-    the logger's, and a live `tensorboard` follows only a run's newest file."""
-    _, session_start, session_end = hparams(result_hparams(config, overrides), {})
+
+@rank_zero_only
+def log_hyperparameters(
+    loggers: Sequence[Logger],
+    config: Mapping,
+    overrides: Sequence[str] = (),
+    metrics: Sequence[str] = (),
+    trial_id: str | None = None,
+) -> None:
+    """Log the resolved run config to every logger (Lightning's `hparams.yaml`). TensorBoard also gets the
+    HPARAMS tab's data: an experiment (its columns: the settings that shape the result, `result_hparams`, those
+    the sweep varies first and marked as differing; then `metrics`, in this order) and this run's session,
+    named `trial_id` (the Trial ID column: short enough to show what the run tried).
+
+    TensorBoard takes one run's experiment for the whole table; every run of this project writes the same
+    metric columns, and every job of a sweep the same varied keys (`varied_keys`). The summaries go into the
+    logger's own event file, through its SummaryWriter's public `file_writer`: a second event file in the run
+    folder could sort after the logger's, and a live `tensorboard` follows only a run's newest file."""
+    metrics = list(dict.fromkeys(metrics))  # the optimised metric may be one of the others
+    settings = result_hparams(config, overrides)
+    varied = set(varied_keys(overrides))
+    experiment, session_start, session_end = hparams(settings, dict.fromkeys(map(tensorboard_tag, metrics), 0.0))
+    data = _plugin_data(experiment)
+    for info in data.experiment.hparam_infos:
+        info.differs = info.name in varied
+    for info, name in zip(data.experiment.metric_infos, metrics, strict=True):
+        info.display_name = name  # `test/acc`, written `~test/acc` in TensorBoard (compat.tensorboard_tag)
+    _set_plugin_data(experiment, data)
+    if trial_id:
+        data = _plugin_data(session_start)
+        data.session_start_info.group_name = trial_id
+        _set_plugin_data(session_start, data)
     for lg in loggers:
         lg.log_hyperparams(dict(config))
         if isinstance(lg, TensorBoardLogger):
-            for summary in (session_start, session_end):
+            summaries = (experiment, session_start, session_end) if metrics else (session_start, session_end)
+            for summary in summaries:
                 lg.experiment.file_writer.add_summary(summary)
+
+
+def log_run(
+    loggers: Sequence[Logger], cfg: DictConfig, metrics: Sequence[str | None] = (), own_overrides: bool = True
+) -> None:
+    """`log_hyperparameters` for a Hydra run: its resolved config, its command-line overrides (`own_overrides`
+    False: a run started from another's, whose overrides are not its own), its folder as the trial id, and its
+    `tags` and `notes` as a TensorBoard text."""
+    given = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() and own_overrides else []
+    config = OmegaConf.to_container(cfg, resolve=True)
+    log_hyperparameters(
+        loggers,
+        config,
+        overrides=given,
+        metrics=[m for m in metrics if m],
+        trial_id=trial_id(cfg.paths.output_dir, given),
+    )
+    log_tags(loggers, list(cfg.get("tags") or []), cfg.get("notes"))
+
+
+@rank_zero_only
+def log_tags(loggers: Sequence[Logger], tags: list[str], notes: str | None) -> None:
+    """Tags and notes as a TensorBoard text entry (they are also in the HPARAMS table and the config)."""
+    text = ", ".join(map(str, tags)) + (f"\n\n{notes}" if notes else "")
+    for lg in loggers:
+        if text and isinstance(lg, TensorBoardLogger):
+            lg.experiment.add_text(tensorboard_tag("run/tags"), text)
+
+
+def _plugin_data(summary: Summary) -> HParamsPluginData:
+    return HParamsPluginData.FromString(summary.value[0].metadata.plugin_data.content)
+
+
+def _set_plugin_data(summary: Summary, data: HParamsPluginData) -> None:
+    summary.value[0].metadata.plugin_data.content = data.SerializeToString()
+
+
+def varied_keys(overrides: Sequence[str]) -> list[str]:
+    """The keys the HPARAMS columns lead with: in a multirun, the keys its sweep varies (the sweep overrides of
+    its command line, as `<sweep>/multirun.yaml` records them, and `hydra.sweeper.params`); in a single run,
+    every key it overrides."""
+    own = [str(o).lstrip("+~").split("=", 1)[0] for o in overrides]
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return own
+    hydra = HydraConfig.get()
+    recorded = Path(hydra.sweep.dir) / "multirun.yaml"
+    if not recorded.is_file():
+        return own
+    task = [str(o) for o in OmegaConf.load(recorded).hydra.overrides.task]
+    swept = [o.get_key_element() for o in OverridesParser.create().parse_overrides(task) if o.is_sweep_override()]
+    return [k.lstrip("+~") for k in swept] + list((hydra.sweeper.get("params") or {}).keys())
+
+
+def trial_id(run_dir: str | Path, overrides: Sequence[str] = ()) -> str:
+    """A run's name in the HPARAMS Trial ID column, which shows its first 15 characters or so: the run's folder;
+    for a sweep's job, what it tried first, then its number and sweep (`num_heads=8 · job 3 · 2026-12-01_...`)."""
+    run = Path(run_dir)
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return run.name
+    varied = set(varied_keys(overrides))
+    pairs = [str(o).lstrip("+~").split("=", 1) for o in overrides if "=" in str(o)]
+    tried = ",".join(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in pairs if key in varied)
+    return f"{tried or run.name} \u00b7 job {HydraConfig.get().job.num} \u00b7 {run.parent.name}"

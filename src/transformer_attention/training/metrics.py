@@ -5,11 +5,13 @@ TensorBoard's event reader."""
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 from pathlib import Path
 
 from ..errors import printable
+from ..files import atomic_write
 
 
 def metrics_files(run_dir: str | Path) -> list[Path]:
@@ -38,6 +40,40 @@ def final_metrics(run_dir: str | Path) -> dict[str, float]:
     return final
 
 
+def shown_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """The metrics a run's final table shows: no learning rate, no last-step values (`train/loss_step`), and
+    `train/loss` once (Lightning also keeps it as `train/loss_epoch`)."""
+    return {
+        k: v
+        for k, v in metrics.items()
+        if not (k.startswith("lr-") or k.split("/")[-1] == "lr" or "/lr/" in k or k.endswith("_step"))
+        and not (k.endswith("_epoch") and k.removesuffix("_epoch") in metrics)
+    }
+
+
+RESULT_FILE = "metrics.json"  # in every train and evaluate run folder: what the run's final table shows, and more
+
+
+def save_metrics(run_dir: str | Path, metrics: dict[str, float]) -> Path:
+    """Write a run's final metrics to `<run>/metrics.json` (atomically): what a sweep's summary reads."""
+    return atomic_write(Path(run_dir) / RESULT_FILE, json.dumps(metrics, indent=1, sort_keys=True) + "\n")
+
+
+def load_metrics(run_dir: str | Path) -> dict[str, float] | None:
+    """A run's `metrics.json`, or None when it wrote none (it failed, was pruned or stopped)."""
+    try:
+        return json.loads((Path(run_dir) / RESULT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def format_metrics(metrics: dict[str, float]) -> str:
-    """One `  name  value` line per metric, sorted: what `final metrics` and `test metrics` print."""
-    return "\n".join(f"  {printable(k):<16} {v:.4f}" for k, v in sorted(metrics.items()))  # names hold labels
+    """The final table: one `  name  value` line per `shown_metrics` entry, sorted, names aligned, values to four
+    significant digits (`0.9050`, `0.01234`)."""
+    shown = {printable(k): v for k, v in shown_metrics(metrics).items()}  # names hold label names
+    width = max(map(len, shown), default=0)
+    return "\n".join(f"  {k:<{width}}  {_four_digits(v)}" for k, v in sorted(shown.items()))
+
+
+def _four_digits(value: float) -> str:
+    return f"{value:#.4g}".rstrip(".") if abs(value) < 1e4 else f"{value:.4g}"

@@ -14,7 +14,6 @@ import copy
 import logging
 import shutil
 import time
-from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from ..model.config import encoder_fields
 from ..pretraining import MaskedLMModule, PretrainedEncoder
 from .builders import TrainerBuilder, build_loggers, instantiate_group, logged_metrics
 from .checkpoint import load_encoder
-from .hparams import log_hyperparameters
+from .hparams import log_run
 from .resume import Resume
 
 log = logging.getLogger(__name__)
@@ -69,7 +68,7 @@ def cached_encoder(cfg: DictConfig) -> Path:
         stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
         out_dir = Path(cfg.paths.log_dir) / "pretrain" / "runs" / stamp
         log.info("model.init_from=pretrain: no encoder cached for these texts and settings; pretraining in %s", out_dir)
-        store(pretrain(pretraining_config(cfg, out_dir), data=data), cached)
+        store(pretrain(pretraining_config(cfg, out_dir), data=data, own_overrides=False), cached)
     finally:
         release_lock(lock)
     if cfg.get("seed") is not None:  # pretraining seeds with its own seed: the fine-tuning starts from `seed`
@@ -89,7 +88,7 @@ def pretraining_config(cfg: DictConfig, out_dir: Path) -> DictConfig:
     return sub
 
 
-def pretrain(cfg: DictConfig, data: PretrainingData | None = None, overrides: Sequence[str] = ()) -> Path:
+def pretrain(cfg: DictConfig, data: PretrainingData | None = None, own_overrides: bool = True) -> Path:
     """Pretrain the encoder as a masked language model as `cfg` says, in `cfg.paths.output_dir`; returns the
     checkpoint with the lowest held-out MLM loss (the callbacks group's `model_checkpoint`)."""
     p = cfg.pretrain
@@ -110,7 +109,7 @@ def pretrain(cfg: DictConfig, data: PretrainingData | None = None, overrides: Se
         **encoder_settings(cfg),
     )
     trainer = trainers.for_model(module, data)
-    log_hyperparameters(trainer.loggers, OmegaConf.to_container(cfg, resolve=True), overrides=overrides)
+    log_run(trainer.loggers, cfg, own_overrides=own_overrides)  # no metrics: train runs define HPARAMS' columns
     start = time.perf_counter()
     trainer.fit(module, datamodule=data)
     best = trainer.checkpoint_callback.best_model_path

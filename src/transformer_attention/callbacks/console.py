@@ -1,0 +1,85 @@
+"""What a run prints as it trains: the model's layers once (`ModelSummary`), and, where stdout is not a terminal
+(a log file, CI, a sweep's job), one line per epoch instead of a progress bar redrawn in place (`LineProgress`)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback, ProgressBar
+from lightning.pytorch.utilities.model_summary import get_human_readable_count, summarize
+from torchmetrics import Metric, MetricCollection
+
+log = logging.getLogger(__name__)
+
+
+class ModelSummary(Callback):
+    """At fit start, the model's layers to `max_depth` (name, type, parameters) and its size: Lightning's summary
+    without its FLOPs column (all zeros: it needs an example input) and without the metric objects (no
+    parameters, not layers). The trainer's own summary is off (conf/trainer: enable_model_summary: false)."""
+
+    def __init__(self, max_depth: int = 2) -> None:
+        self.max_depth = max_depth
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.is_global_zero or self.max_depth == 0:
+            return
+        summary = summarize(pl_module, max_depth=self.max_depth)
+        layers = zip(summary.layer_names, summary.layer_types, summary.param_nums, strict=True)
+        rows = [
+            (name, kind, get_human_readable_count(n))
+            for name, kind, n in layers
+            if not isinstance(pl_module.get_submodule(name), Metric | MetricCollection)
+        ]
+        widths = [max(len(r[i]) for r in [("layer", "type", "parameters"), *rows]) for i in range(3)]
+        lines = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+        head = " | ".join(h.ljust(w) for h, w in zip(("layer", "type", "parameters"), widths, strict=True))
+        total, trainable = summary.total_parameters, summary.trainable_parameters
+        size = f"{get_human_readable_count(total)} parameters ({get_human_readable_count(trainable)} trainable)"
+        log.info("model: %s, %.2f MB\n%s\n%s", size, summary.model_size, head, "\n".join(lines))
+
+
+def line_progress(enabled: bool = True) -> ProgressBar | None:
+    """The progress bar for this run: `LineProgress` where stdout is not a terminal, else None (Lightning's own
+    bar, redrawn in place); None too when the trainer shows no progress (`trainer.enable_progress_bar=false`)."""
+    return LineProgress() if enabled and not sys.stdout.isatty() else None
+
+
+class LineProgress(ProgressBar):
+    """One log line per training epoch (its steps, time and the metrics a progress bar shows: `prog_bar=True`)
+    and one per test, for output that goes to a file: nothing redrawn, nothing wrapped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._enabled, self._start = True, 0.0
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._enabled:
+            epochs = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else "?"
+            head = f"epoch {trainer.current_epoch + 1}/{epochs}, step {trainer.global_step}"
+            log.info("%s, %.1f s: %s", head, time.perf_counter() - self._start, self._metrics(trainer, pl_module))
+
+    def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start = time.perf_counter()
+
+    def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._enabled:
+            batches = sum(int(n) for n in trainer.num_test_batches)
+            log.info("test, %d batches, %.1f s", batches, time.perf_counter() - self._start)
+
+    def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str:
+        shown: dict[str, Any] = self.get_metrics(trainer, pl_module)  # what a bar shows, less its version number
+        items = sorted((k, v) for k, v in shown.items() if k != "v_num" and not k.endswith("_step"))
+        return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in items)

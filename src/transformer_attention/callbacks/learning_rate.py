@@ -1,0 +1,31 @@
+"""`LearningRateLogger`: the learning rate as one curve, `train/lr`."""
+
+from __future__ import annotations
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+
+
+class LearningRateLogger(Callback):
+    """Log the learning rate every `trainer.log_every_n_steps` optimiser steps as `train/lr`: one series, where
+    Lightning's LearningRateMonitor draws one identical curve per parameter group (this project's optimiser has
+    two: weights with decay and without). Groups whose rates differ get one series each, `train/lr/<group>`
+    (the group's `name`, else its index)."""
+
+    def __init__(self) -> None:
+        self._last_step = -1
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: object, idx: int) -> None:
+        step = trainer.global_step
+        if step == self._last_step or step % max(1, trainer.log_every_n_steps):
+            return  # logged for this step already (gradient accumulation), or not a logging step
+        self._last_step = step
+        rates: dict[str, float] = {}
+        for optimizer in trainer.optimizers:
+            groups = optimizer.param_groups
+            if len({g["lr"] for g in groups}) == 1:
+                rates.setdefault("train/lr", float(groups[0]["lr"]))
+            else:
+                rates.update({f"train/lr/{g.get('name', i)}": float(g["lr"]) for i, g in enumerate(groups)})
+        for logger in trainer.loggers:
+            logger.log_metrics(rates, step=step)
