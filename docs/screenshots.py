@@ -1,0 +1,151 @@
+"""The user guide's TensorBoard screenshots (docs/tensorboard_*.png), taken again: a small sweep (or `--logdir`),
+TensorBoard on a free port, and a headless Chromium driven over DevTools in real time (`chromium --screenshot
+--virtual-time-budget` leaves TIME SERIES' charts empty: they draw in a web worker that virtual time stalls).
+
+    python docs/screenshots.py [--logdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import ExitStack
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from chromium import Chromium, find_chromium  # noqa: E402
+
+SWEEP = ["train.py", "-m", "model.num_heads=2,4", "trainer.max_epochs=4"]
+# every element of the page, shadow roots included (SCALARS, IMAGES and HPARAMS are Polymer), and those
+# that show just `text` on screen now
+DEEP = (
+    "function deep(root) { var out = []; root.querySelectorAll('*').forEach(function (e) { out.push(e); "
+    "if (e.shadowRoot) out = out.concat(deep(e.shadowRoot)); }); return out; } "
+    "function shown(text) { return deep(document).filter(function (e) { return e.textContent.trim() === text && "
+    "e.getBoundingClientRect().width > 0; }); } "
+)
+TRAIN = ["train/acc", "train/loss_epoch", "train/loss_step", "train/lr"]
+IMAGES = {"tags": "example_3/", "runs": "num_heads=4"}  # the toy set's longest example, in one run: 4 heads
+
+
+def sweep(log_dir: Path) -> None:
+    """The 2-job sweep the pictures show, its logs under `log_dir` (about a minute on 2 cores)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
+    subprocess.run([sys.executable, *SWEEP, f"paths.log_dir={log_dir}"], cwd=ROOT, env=env, check=True)
+
+
+def tensorboard(stack: ExitStack, log_dir: Path) -> str:
+    """Start TensorBoard on a free port, stopped when `stack` closes; its URL once it serves every tab we take."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "tensorboard.main", f"--logdir={log_dir}", "--host=127.0.0.1", f"--port={port}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stack.callback(proc.wait, timeout=10)  # callbacks run last first: terminate, then wait
+    stack.callback(proc.terminate)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/data/plugins_listing", timeout=5) as reply:
+                plugins = json.load(reply)
+            if all(plugins.get(name, {}).get("enabled") for name in ("scalars", "images", "hparams")):
+                return url
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"tensorboard exited with {proc.returncode}: {' '.join(cmd)}") from None
+        time.sleep(1)
+    raise TimeoutError(f"tensorboard served no scalars, images and hparams from {log_dir} in 120 s")
+
+
+def type_into(chrome: Chromium, label: str, text: str) -> None:
+    """Type `text` into the filter box whose label says `label`, as a user would."""
+    box = f"deep(document).find(e => e.tagName === 'PAPER-INPUT' && (e.label || '').includes('{label}'))"
+    chrome.wait_for(DEEP + f"!!{box}", 60)
+    chrome.js(DEEP + f"{box}.focus()")
+    chrome.send("Input.insertText", text=text)
+    chrome.js(DEEP + "deep(document).find(e => e.matches('input:focus')).blur()")  # no caret in the picture
+
+
+def fit_metrics(chrome: Chromium) -> None:
+    """HPARAMS shows 5 hyperparameter columns: uncheck the last ones until the first two metrics fit in 1600 px."""
+    fits = DEEP + (
+        "deep(document).filter(e => e.matches('paper-checkbox.metric-checkbox')).slice(0, 2).every(m => "
+        "shown(m.textContent.trim()).some(h => h.matches('.table-header') && h.getBoundingClientRect().right "
+        "<= innerWidth))"
+    )
+    chrome.wait_for(DEEP + "shown('Trial ID').length > 0", 60)
+    for _ in range(4):
+        if chrome.js(fits):
+            return
+        chrome.js(
+            DEEP + "deep(document).filter(e => e.matches('paper-checkbox.hparam-checkbox[checked]')).pop().click()"
+        )
+        time.sleep(1)
+
+
+def shoot(chrome: Chromium, url: str, out: Path, ready: list[str], act=None, settle: float = 3.0) -> None:
+    """Open `url` at 1600 x 1000, wait until every text in `ready` is on screen (after `act`, if any), give the
+    charts `settle` real seconds to draw, and save the page as `out`."""
+    chrome.open("about:blank", ready="true")  # a new tab, sized before the page lays out
+    chrome.send("Emulation.setDeviceMetricsOverride", width=1600, height=1000, deviceScaleFactor=1, mobile=False)
+    chrome.send("Page.navigate", url=url)
+    chrome.wait_for(DEEP + "document.readyState === 'complete' && !!document.querySelector('tb-webapp')", 30)
+    if act:
+        act(chrome)
+    loaded = "deep(document).every(e => e.tagName !== 'IMG' || e.complete)"
+    chrome.wait_for(DEEP + f"{json.dumps(ready)}.every(t => shown(t).length > 0) && {loaded}", 60)
+    time.sleep(settle)
+    out.write_bytes(base64.b64decode(chrome.send("Page.captureScreenshot", format="png")["data"]))
+    chrome.send("Page.close")
+    print(f"wrote {out}")
+
+
+def images(chrome: Chromium) -> None:
+    """IMAGES: one example of one run, scrolled until its first attention map (and colour bar) is all in view."""
+    type_into(chrome, "tags", IMAGES["tags"])
+    type_into(chrome, "runs", IMAGES["runs"])
+    tag = json.dumps(f"~attention/{IMAGES['tags']}layer_0")
+    first = f"deep(document).find(e => e.tagName === 'IMG' && e.getRootNode().host.tag === {tag} && e.offsetWidth)"
+    chrome.wait_for(DEEP + f"!!{first} && {first}.complete && {first}.naturalHeight > 0", 60)
+    time.sleep(2)  # the loader shows another step's image first, then this one: a taller one
+    pane = "deep(document).find(e => e.matches('div.center'))"  # the dashboard's scrolling pane
+    chrome.js(DEEP + f"{pane}.scrollTop += {first}.getBoundingClientRect().bottom - innerHeight + 12")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--logdir", type=Path, help="TensorBoard logs to show (default: run a 2-job sweep first)")
+    parser.add_argument("--out", type=Path, default=DOCS, help="where the PNGs go (default: docs/)")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill too stops TensorBoard and the browser
+    exe = find_chromium()
+    if exe is None:
+        sys.exit("no Chromium or Chrome on PATH: apt-get install chromium")
+    with ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="screenshots-")))
+        log_dir = args.logdir
+        if log_dir is None:
+            sweep(log_dir := scratch / "outputs")
+        url = tensorboard(stack, log_dir)
+        chrome = Chromium(exe, scratch / "profile")
+        stack.callback(chrome.close)
+        shoot(chrome, f"{url}/", args.out / "tensorboard_timeseries.png", TRAIN, settle=6)
+        shoot(chrome, f"{url}/#scalars", args.out / "tensorboard_scalars.png", TRAIN)
+        shoot(chrome, f"{url}/#hparams", args.out / "tensorboard_hparams.png", ["Trial ID"], act=fit_metrics)
+        tags = [f"~attention/{IMAGES['tags']}layer_0", f"~attention/{IMAGES['tags']}rollout"]
+        shoot(chrome, f"{url}/#images", args.out / "tensorboard_images.png", tags, act=images)
+
+
+if __name__ == "__main__":
+    main()
