@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,7 @@ def error_of(cfg) -> str:
 GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "hydra")
 OPTIONS = [(group, f.stem) for group in GROUPS for f in sorted((CONF / group).glob("*.yaml"))]
 NEEDS_GPU = {("trainer", "gpu"), ("trainer", "ddp")}
+EXTRA_LOGGERS = ("mlflow", "wandb")  # the project's extras of the same names bring them
 
 
 def test_every_group_has_options():
@@ -74,6 +76,8 @@ def test_every_config_composes_resolves_and_validates(conf, group, option):
     cfg = conf(f"{where}={option}")
     if (group, option) in NEEDS_GPU and not torch.cuda.is_available():
         assert "no CUDA GPU" in error_of(cfg)
+    elif group == "logger" and option in EXTRA_LOGGERS and importlib.util.find_spec(option) is None:
+        assert f"logger={option} needs {option}, which is not installed: pip install -e '.[{option}]'" in error_of(cfg)
     else:
         check_config(cfg)
 

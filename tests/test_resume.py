@@ -52,10 +52,14 @@ def logged_steps(run: Path, tag: str = "train/loss_step") -> list[int]:
     return steps
 
 
-def interrupt_mid_training(overrides: list[str], tmp_path: Path, signum: int) -> subprocess.CompletedProcess:
-    """Start a slowed-down training, wait for its first last.ckpt, send `signum`, wait for the exit."""
-    script = tmp_path / "slow_train.py"
-    script.write_text(SLOW_TRAIN.format(delay=0.3, train=str(ROOT / "train.py")))
+def interrupt_mid_training(
+    overrides: list[str], tmp_path: Path, signum: int, script: Path | None = None, task: str = "train"
+) -> subprocess.CompletedProcess:
+    """Start a slowed-down training (`script`: train.py slowed down, unless given), wait for its first
+    last.ckpt, send `signum`, wait for the exit."""
+    if script is None:
+        script = tmp_path / "slow_train.py"
+        script.write_text(SLOW_TRAIN.format(delay=0.3, train=str(ROOT / "train.py")))
     log_dir = Path(next(o for o in overrides if o.startswith("paths.log_dir=")).split("=", 1)[1])
     proc = subprocess.Popen(
         [sys.executable, str(script), *overrides],
@@ -67,7 +71,7 @@ def interrupt_mid_training(overrides: list[str], tmp_path: Path, signum: int) ->
     )
     try:
         deadline = time.monotonic() + 240
-        while not list(log_dir.glob("train/runs/*/checkpoints/last.ckpt")):
+        while not list(log_dir.glob(f"{task}/runs/*/checkpoints/last.ckpt")):
             assert proc.poll() is None, proc.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "no last.ckpt after 240 s"
             time.sleep(0.05)

@@ -186,14 +186,20 @@ def test_optuna_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path: Path):
         "model.optimizer.lr=0.002",
         *tiny("model.num_heads"),
         f"paths.log_dir={tmp_path}",
+        check=False,
     )  # on the command line: a choice() is searched, a plain value is fixed
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    # the sweep went on, then its end names the failed job and exits non-zero
+    failed = [line for line in proc.stderr.splitlines() if line.startswith("job 0 (")]
+    assert len(failed) == 1 and "model.num_heads=3" in failed[0], proc.stderr[-3000:]
+    assert "failed: config error: model.d_model=16 is not divisible by model.num_heads=3" in failed[0]
+    assert proc.stderr.rstrip().endswith("1 of 3 jobs failed")
     trials = load_study(tmp_path).trials
     assert [(t.params["model.num_heads"], t.state) for t in trials] == [
         (3, TrialState.FAIL),
         (2, TrialState.COMPLETE),
         (2, TrialState.COMPLETE),
     ]
-    assert "model.d_model=16 is not divisible by model.num_heads=3" in proc.stdout + proc.stderr
     results = yaml.safe_load((tmp_path / "train" / "optuna" / "train" / "optimization_results.yaml").read_text())
     assert results["best_params"] == {"model.num_heads": 2}
 

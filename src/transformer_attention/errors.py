@@ -1,6 +1,6 @@
 """The project's error kinds: bad input a user can fix. The entry points print each as one line,
-`<kind>: <message>`, never a traceback (`cli.run`); in a sweep they are raised, so the sweep
-records the job as failed and goes on. Standard library only."""
+`<kind>: <message>`, never a traceback (`cli.run`); a sweep's job returns one as `JobFailed`, so the
+sweep records the job as failed, goes on, and names it at its end. Standard library only."""
 
 
 class UserError(Exception):
@@ -43,3 +43,14 @@ def printable(text: object) -> str:
     """`text` safe to print on a terminal: control and other unprintable characters (escape sequences,
     newlines, U+2028) as Python escapes, e.g. a label name read from a checkpoint."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+class JobFailed:
+    """What a sweep's job returns when its input was bad (a UserError): the sweep goes on, records the job as
+    failed and names it at the end (cli/summary.py), with no traceback."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind, self.message = kind, message
+
+    def __repr__(self) -> str:
+        return f"{self.kind}: {self.message}"

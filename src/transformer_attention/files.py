@@ -74,19 +74,26 @@ class Busy(Exception):
 
 def hold_lock(path: str | Path, wait: bool = False, until_exit: bool = False) -> FileLock:
     """Take the exclusive lock `path` (filelock: the kernel drops it when the process ends, even on `kill -9`).
-    Without `wait`, a lock another process holds raises Busy at once; with it, wait for that process. The
-    holder's process id goes to `<path>.pid` for the messages; a pid left there by a dead holder is logged as a
-    stale lock taken over. `until_exit`: released when this process exits."""
+    Without `wait`, a lock another process holds raises Busy at once; with it, say once who holds it (info),
+    then wait for that process. The holder's process id goes to `<path>.pid` for the messages; a pid left there
+    by a dead holder is logged as a stale lock taken over. `until_exit`: released when this process exits."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path), timeout=-1 if wait else 0)
     owner = path.with_name(path.name + ".pid")
+    waited = False
     try:
-        lock.acquire()
+        lock.acquire(timeout=0)
     except Timeout:
-        raise Busy(path, _read(owner) or "?") from None
+        holder = _read(owner)
+        if not wait:
+            raise Busy(path, holder or "?") from None
+        who = f"process {holder}" if holder else "another process"
+        log.info("%s is held by %s: this run waits until that process lets go of it", path, who)
+        lock.acquire(timeout=-1)
+        waited = True
     previous = _read(owner)
-    if previous and previous != str(os.getpid()) and not wait:
+    if previous and previous != str(os.getpid()) and not waited:
         log.info("%s: took over the stale lock of process %s (no longer running)", path.parent, previous)
     owner.write_text(f"{os.getpid()}\n")
     if until_exit:

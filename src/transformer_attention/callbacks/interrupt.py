@@ -19,12 +19,15 @@ log = logging.getLogger(__name__)
 
 
 def resume_command(ckpt_path: str | Path) -> str:
-    """The command line that resumes this Hydra run from `ckpt_path` (same overrides, new ckpt_path)."""
+    """The command line that resumes this Hydra run from `ckpt_path`: the same entry point (train.py,
+    pretrain.py) and overrides, the new ckpt_path."""
     overrides: list[str] = []
+    entry = "train"
     if HydraConfig.initialized():
         overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("ckpt_path=")]
+        entry = HydraConfig.get().job.name
     args = [*overrides, f"ckpt_path={ckpt_path}"]
-    return "python train.py " + " ".join(shlex.quote(a) for a in args)
+    return f"python {entry}.py " + " ".join(shlex.quote(a) for a in args)
 
 
 class SaveOnInterrupt(Callback):

@@ -3,12 +3,14 @@
 Check the config (before torch is imported: a bad value fails in about a second), lock the run folder, quiet
 the console, make DDP in a sweep spawn its ranks, print the config tree, then run the task from `TASKS`. Bad
 input (the project's UserErrors, a config Hydra cannot instantiate) ends a single run with `<kind>: <message>`
-on stderr and no traceback; in a sweep it is raised, so the sweep records the job as failed. A single run
-stopped before any work leaves no folder behind (a sweep's job keeps its folder: its log records the failure).
+on stderr and no traceback; a sweep's job returns it (`JobFailed`, also in `<job>/failed.json`), so the sweep
+goes on and names it at its end. A single run stopped before any work leaves no folder behind (a sweep's job
+keeps its folder: its log records the failure).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -20,8 +22,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 from ..compat import quiet_console
-from ..errors import UserError
-from ..files import resumed_in_place, run_dir_of
+from ..errors import JobFailed, UserError
+from ..files import atomic_write, resumed_in_place, run_dir_of
 from .config import check_config
 from .rundir import RunDirBusy, discard_unused, is_rank_zero, lock_run_dir
 from .tree import print_config_tree
@@ -63,6 +65,7 @@ TASKS: dict[str, Callable[[], Main]] = {
     "pretrain": _pretrain,
 }
 SHOWS_TREE = ("train", "pretrain")  # the runs that train print their config tree and keep it in their folder
+FAILED_FILE = "failed.json"  # a sweep's job that failed: its error kind and message, for the sweep's summary
 
 
 def run(task: str, cfg: DictConfig) -> Any:
@@ -86,9 +89,11 @@ def run(task: str, cfg: DictConfig) -> Any:
         cause = err.__cause__ if isinstance(err.__cause__, UserError) else err  # a constructor's own error
         kind = cause.kind if isinstance(cause, UserError) else "config error"
         message = " ".join(str(cause).split())  # Hydra's messages span lines: one line
-        if in_sweep():
+        if in_sweep():  # the job fails, the sweep goes on: its end names every failed job (cli/summary.py)
             log.error("%s: %s", kind, message)
-            raise
+            if run_dir is not None:
+                atomic_write(run_dir / FAILED_FILE, json.dumps({"kind": kind, "message": message}) + "\n")
+            return JobFailed(kind, message)
         if run_dir is not None and is_rank_zero():
             busy = isinstance(cause, RunDirBusy)  # another run's folder: only this run's config goes
             own = not busy and run_dir_of(cfg.get("ckpt_path")) != run_dir.resolve()  # not resumed in place

@@ -1,6 +1,7 @@
 """`SweepSummary`: at the end of every multirun (a grid or an Optuna search), a table of its jobs, best first,
 printed and written as `<sweep>/summary.csv`: each job's number, what it tried (the overrides that differ
-between the jobs), the optimised metric, test/acc, and its folder. A Hydra callback (conf/hydra/default.yaml);
+between the jobs), the optimised metric, test/acc, and its folder; then one line per job that failed on bad
+input, and a non-zero exit. A Hydra callback (conf/hydra/default.yaml);
 it reads what each job left in its folder (`metrics.json`, `.hydra/overrides.yaml`), so it works with any
 launcher."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..files import atomic_write
 from ..training.metrics import load_metrics
+from .run import FAILED_FILE
 
 SUMMARY_FILE = "summary.csv"
 
@@ -32,6 +35,12 @@ class SweepSummary(Callback):
             return
         atomic_write(sweep / SUMMARY_FILE, to_csv(rows))
         print(f"sweep summary ({sweep}), best first by {metric}:\n{to_table(rows)}\nwritten to {sweep / SUMMARY_FILE}")
+        failed = failures(sweep)
+        if failed:  # one line per failed job, then a non-zero exit (no traceback)
+            lines = [
+                f"job {n} ({', '.join(overrides) or 'no overrides'}) failed: {error}" for n, overrides, error in failed
+            ]
+            raise SystemExit("\n".join([*lines, f"{len(failed)} of {len(rows)} jobs failed"]))
 
 
 def summary_rows(sweep: Path, metric: str, lower_is_better: bool = False) -> list[dict[str, str]]:
@@ -51,12 +60,24 @@ def summary_rows(sweep: Path, metric: str, lower_is_better: bool = False) -> lis
 
     rows = []
     for number, folder, overrides, metrics in sorted(jobs, key=rank):
-        row = {"job": str(number), "status": "done" if metrics else "no result (see its log)"}
+        status = "done" if metrics else "failed" if (folder / FAILED_FILE).is_file() else "no result (see its log)"
+        row = {"job": str(number), "status": status}
         row.update({k: overrides.get(k, "") for k in varied})
         row.update({name: _value(metrics.get(name)) for name in dict.fromkeys((metric, "test/acc"))})
         row["folder"] = folder.name
         rows.append(row)
     return rows
+
+
+def failures(sweep: Path) -> list[tuple[int, list[str], str]]:
+    """(job number, its overrides, `<kind>: <message>`) of every job of `sweep` that failed on bad input."""
+    out = []
+    for record in sorted(sweep.glob(f"*/{FAILED_FILE}")):
+        error = json.loads(record.read_text())
+        number = re.match(r"\d+", record.parent.name)
+        overrides = [str(o) for o in OmegaConf.load(record.parent / ".hydra" / "overrides.yaml")]
+        out.append((int(number.group()) if number else -1, overrides, f"{error['kind']}: {error['message']}"))
+    return sorted(out)
 
 
 def _value(value: float | None) -> str:

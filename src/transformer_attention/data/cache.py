@@ -2,22 +2,32 @@
 
 Keys hash what the result depends on: the texts themselves (after PII scrubbing), and the tokenizer
 settings or the tokenizer's own JSON and `max_length`. A change to any of them is a new key, never a stale
-hit. Files are written atomically (`files.atomic_write`), so runs sharing a cache never read half a file.
+hit. Files are written atomically (`files.atomic_write`), so runs sharing a cache never read half a file; one
+that cannot be read all the same (truncated by a copy, emptied, overwritten) is moved aside (`set_aside`) and
+rebuilt, never a traceback.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import logging
+import os
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO, TypeVar
 
 import numpy as np
 from tokenizers import Tokenizer
 
 from ..files import atomic_write
-from .tokenizer import encode, train_tokenizer
+from .tokenizer import SPECIAL_TOKENS, encode, train_tokenizer
+
+log = logging.getLogger(__name__)
 
 CACHE_VERSION = 2  # bump when tokenization code changes what the same inputs produce
+
+T = TypeVar("T")
 
 
 def fingerprint(*parts: object, texts: Sequence[str] = ()) -> str:
@@ -42,12 +52,69 @@ def unpack(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
     return [flat[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
 
 
-def load_ids(cache_dir: str | Path, key: str) -> list[np.ndarray] | None:
-    path = Path(cache_dir) / f"ids-{key}.npz"
-    if not path.exists():
+def set_aside(path: Path, reason: str, seen: os.stat_result | None = None) -> Path:
+    """Move the unreadable cache file `path` to `<name>.corrupt-<time>` (kept for a look, out of the cache's
+    way) and say so in one warning line, so that the caller rebuilds it. `seen`: the file as it was read; one
+    replaced since (another run sharing the cache rebuilt it) is left where it is."""
+    aside = path.with_name(f"{path.name}.corrupt-{datetime.now().strftime('%Y-%m-%d_%H-%M-%S-%f')}")
+    try:
+        now = path.stat()
+        if seen is not None and (now.st_dev, now.st_ino) != (seen.st_dev, seen.st_ino):
+            log.info("cache: %s could not be read (%s), but another run has rebuilt it since", path, reason)
+            return path
+        path.rename(aside)
+    except FileNotFoundError:  # another run moved it aside first
+        return path
+    except OSError as err:
+        log.warning("cache: %s cannot be read (%s) nor moved aside (%s); rebuilding it", path, reason, err)
+        return path
+    log.warning("cache: %s cannot be read (%s); moved it aside to %s and rebuilding it", path, reason, aside.name)
+    return aside
+
+
+def read_cached(path: Path, parse: Callable[[BinaryIO], T]) -> T | None:
+    """`parse(file)` of the cache file `path`; None when there is none, or when it fails to read (any error
+    of `parse`): then it is set aside (`set_aside`), for the caller to rebuild."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
         return None
-    with np.load(path) as z:
-        return unpack(z["flat"], z["offsets"])
+    with f:
+        seen = os.fstat(f.fileno())
+        try:
+            return parse(f)
+        except Exception as err:  # whatever a damaged file makes the parser raise: rebuilt, never fatal
+            reason = failure(err, seen.st_size)
+    set_aside(path, reason, seen)
+    return None
+
+
+def failure(err: BaseException, size: int, path: Path | None = None) -> str:
+    """Why a file of `size` bytes failed to read, in one short line (`path`, which the warning names already,
+    shortened to its name)."""
+    text = " ".join(str(err).split())
+    text = text.replace(str(path), path.name) if path is not None else text
+    text = text[:240] + "..." if len(text) > 240 else text
+    return f"{size} bytes, {type(err).__name__}: {text}" if text else f"{size} bytes, {type(err).__name__}"
+
+
+def load_ids(cache_dir: str | Path, key: str, expected_rows: int | None = None) -> list[np.ndarray] | None:
+    """The tokenized rows cached under `key` (None: none, or a damaged file, set aside); `expected_rows`: how
+    many rows the texts make, checked."""
+
+    def parse(f: BinaryIO) -> list[np.ndarray]:
+        with np.load(f, allow_pickle=False) as z:
+            flat, offsets = z["flat"], z["offsets"]
+        integers = all(np.issubdtype(a.dtype, np.integer) for a in (flat, offsets))
+        if flat.ndim != 1 or offsets.ndim != 1 or not len(offsets) or not integers:
+            raise ValueError(f"arrays {flat.dtype}{flat.shape} and {offsets.dtype}{offsets.shape} are not packed rows")
+        if offsets[0] != 0 or offsets[-1] != len(flat) or (np.diff(offsets) < 0).any():
+            raise ValueError(f"offsets {offsets[0]}..{offsets[-1]} do not split {len(flat)} ids into rows")
+        if expected_rows is not None and len(offsets) - 1 != expected_rows:
+            raise ValueError(f"{len(offsets) - 1} rows for {expected_rows} texts")
+        return unpack(flat, offsets)
+
+    return read_cached(Path(cache_dir) / f"ids-{key}.npz", parse)
 
 
 def save_ids(cache_dir: str | Path, key: str, rows: Sequence[np.ndarray]) -> Path:
@@ -57,8 +124,16 @@ def save_ids(cache_dir: str | Path, key: str, rows: Sequence[np.ndarray]) -> Pat
 
 
 def load_tokenizer_cached(cache_dir: str | Path, key: str) -> Tokenizer | None:
-    path = Path(cache_dir) / f"tokenizer-{key}.json"
-    return Tokenizer.from_file(str(path)) if path.exists() else None
+    """The tokenizer cached under `key` (None: none, or a damaged file, set aside)."""
+
+    def parse(f: BinaryIO) -> Tokenizer:
+        tok = Tokenizer.from_str(f.read().decode("utf-8"))
+        ids = [tok.token_to_id(t) for t in SPECIAL_TOKENS]
+        if ids != list(range(len(SPECIAL_TOKENS))):
+            raise ValueError(f"special tokens {SPECIAL_TOKENS} have ids {ids}, not 0..{len(SPECIAL_TOKENS) - 1}")
+        return tok
+
+    return read_cached(Path(cache_dir) / f"tokenizer-{key}.json", parse)
 
 
 def save_tokenizer_cached(cache_dir: str | Path, key: str, tok: Tokenizer) -> Path:
@@ -85,7 +160,7 @@ def encoded(
 ) -> tuple[list[np.ndarray], bool]:
     """`encode(tok, texts, max_length)`, from the cache when done before; and whether it came from there."""
     key = fingerprint("ids", tok.to_str(), max_length, texts=texts)
-    ids = load_ids(cache_dir, key) if cache_dir else None
+    ids = load_ids(cache_dir, key, expected_rows=len(texts)) if cache_dir else None
     if ids is not None:
         return ids, True
     ids = encode(tok, texts, max_length, desc=desc)

@@ -24,6 +24,8 @@ def check_file(path: str | Path, fmt: str, encoding: str = "utf-8", label_column
     ("parquet", "csv" or "json"; a .tsv is "csv") in `encoding`. Returns a CSV file's `label_column`
     values (a CSV has no types: integers and words in one column are checked across files)."""
     p = Path(path)
+    if not p.is_file():
+        raise DataError(f"{p} is not a regular file (a FIFO, socket or device): give a {fmt} file")
     size = p.stat().st_size
     if size == 0:
         raise DataError(f"file {p} is empty (0 bytes): write the {fmt} rows into it, or leave it out")

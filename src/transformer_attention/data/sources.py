@@ -22,15 +22,10 @@ log = logging.getLogger(__name__)
 
 # file names and hub split names that mean one of our three splits
 SPLIT_ALIASES = {
-    "train": "train",
-    "training": "train",
-    "validation": "validation",
-    "valid": "validation",
-    "val": "validation",
-    "dev": "validation",
-    "test": "test",
-    "testing": "test",
-}
+    "train": "train", "training": "train",
+    "validation": "validation", "valid": "validation", "val": "validation", "dev": "validation",
+    "test": "test", "testing": "test",
+}  # fmt: skip
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}
 LOCAL_HINT = (
     "point the config at local files instead: data.path=../shared/data/imdb (a folder of train/validation/test "
@@ -83,6 +78,11 @@ def _load(
             raise DataError(f"data.path={path!r} does not exist (relative paths start at {Path.cwd()})")
         if p.is_file():
             return _load_files({"train": [str(p)]}, encoding, label_column)
+        if not p.is_dir():
+            raise DataError(
+                f"data.path={path!r} is not a regular file or a folder (a FIFO, socket or device): give a data file "
+                "(csv, tsv, json, jsonl, parquet) or a folder of train.* / validation.* / test.* files"
+            )
         if (p / "dataset_dict.json").exists() or (p / "state.json").exists():
             return _load_disk(p)
         return _load_files(_files_by_split(p), encoding, label_column)
@@ -157,7 +157,10 @@ def _resolve_data_files(data_files: Any, base: Path | None) -> dict[str, list[st
             full = str(base / pattern) if base is not None else str(pattern)
             matched = sorted(glob.glob(full)) if glob.has_magic(full) else ([full] if Path(full).is_file() else [])
             if not matched:
-                raise DataError(f"data.data_files.{split}={str(pattern)!r}: no such file ({full!r})")
+                what = (
+                    "is not a regular file (a FIFO or device): give a file" if Path(full).exists() else "no such file"
+                )
+                raise DataError(f"data.data_files.{split}={str(pattern)!r}: {what} ({full!r})")
             files += matched
         out[split] = files
     return out
@@ -221,7 +224,16 @@ def load_texts(source: str, text_column: str = "text") -> list[str]:
     path, name = (str(where), "local") if where.exists() else (None, source)
     if path is None and ("/" in source.strip("./") or source.startswith(".")) and not _hub_like(source):
         raise DataError(f"pretrain.extra_texts: {source!r} does not exist (relative paths start at {Path.cwd()})")
-    described, dsets = _load(name, path, None, label_column=None)  # no labels to check: texts only
+    try:
+        described, dsets = _load(name, path, None, label_column=None)  # no labels to check: texts only
+    except DataError as err:
+        if path is not None or not str(err).startswith(f"data.name={name!r}"):
+            raise
+        raise DataError(  # a hub name that did not load: say it of pretrain.extra_texts, not of data.name
+            f"pretrain.extra_texts: {source!r} is not a local file or folder and could not be loaded from the "
+            f"Hugging Face hub ({str(err).split(': ', 1)[-1].split(';')[0]}); give a local copy instead, e.g. "
+            "pretrain.extra_texts=[../shared/data/imdb] (a folder of train.* files)"
+        ) from None
     train = _our_splits(described, dsets, None)["train"]
     if text_column not in train.column_names:
         raise DataError(

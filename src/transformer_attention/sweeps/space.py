@@ -10,6 +10,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import IntervalSweep, Override, RangeSweep, Transformer
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
+from .study import SweepError
+
 
 def search_space(overrides: Sequence[str]) -> tuple[dict[str, BaseDistribution], list[str]]:
     """Split Hydra overrides into Optuna distributions (`choice(...)`, `a,b,c`, `range(...)`,
@@ -34,7 +36,13 @@ def distribution(override: Override) -> BaseDistribution:
     else is categorical over its values."""
     sweep = override.value()
     if isinstance(sweep, IntervalSweep):
-        log_scale = "log" in sweep.tags
+        key, log_scale = override.get_key_element(), "log" in sweep.tags
+        if not sweep.start < sweep.end or (log_scale and sweep.start <= 0):
+            low = "a positive start below its end (log scale)" if log_scale else "a start below its end"
+            raise SweepError(
+                f"{key}=interval({sweep.start}, {sweep.end}) is empty: an interval takes {low}, e.g. "
+                f"{key}=interval({min(sweep.start, sweep.end)}, {max(sweep.start, sweep.end)})"
+            )
         if "int" in sweep.tags:
             return IntDistribution(int(sweep.start), int(sweep.end), log=log_scale)
         return FloatDistribution(float(sweep.start), float(sweep.end), log=log_scale)

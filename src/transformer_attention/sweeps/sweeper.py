@@ -28,7 +28,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
-from ..checks import is_finite
+from ..checks import is_finite, is_whole
+from ..errors import JobFailed
 from .space import search_space, trial_overrides
 from .study import (
     INTERRUPTED_ATTR,
@@ -82,21 +83,27 @@ class StudySweeper(Sweeper):
             raise SystemExit(f"sweep error: {err}") from None
 
     def _sweep(self, arguments: list[str]) -> None:
-        sweep_dir = Path(self.config.hydra.sweep.dir)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        db = sqlite_path(self.storage)
-        if db is not None:
-            db.parent.mkdir(parents=True, exist_ok=True)  # SQLite creates the file, not its folder
+        # what can be wrong with the search is found before its folder or study is made
+        if not is_whole(self.n_trials, 1):
+            raise SweepError(
+                f"hydra.sweeper.n_trials={self.n_trials!r} must be a whole number >= 1 (the study's total, "
+                "resumed studies included): e.g. hydra.sweeper.n_trials=20"
+            )
         if self.storage is not None and self.study_name is None:
             raise SweepError("a stored study needs a name: set hydra.sweeper.study_name")
-        self._lock = lock_study(sweep_dir, str(self.study_name))
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         space, fixed = search_space([f"{key}={value}" for key, value in self.params.items()] + list(arguments))
         if not space:
             raise SweepError(
                 "nothing to search: give hydra.sweeper.params (or the command line) at least one "
                 "choice(...), range(...) or interval(...)"
             )
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        db = sqlite_path(self.storage)
+        if db is not None:
+            db.parent.mkdir(parents=True, exist_ok=True)  # SQLite creates the file, not its folder
+        self._lock = lock_study(sweep_dir, str(self.study_name))
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
 
         study = self.open_study()
         check_overrides(study, self.task_overrides)
@@ -150,6 +157,10 @@ class StudySweeper(Sweeper):
     def tell(self, study: optuna.Study, trial: optuna.trial.Trial, job: JobReturn) -> None:
         if job.status == JobStatus.COMPLETED:
             value = job.return_value
+            if isinstance(value, JobFailed):  # bad input, said in one line by the job (cli/run.py)
+                log.error("trial %d failed: %s", trial.number, value)
+                study.tell(trial, state=TrialState.FAIL)
+                return
             values = list(value) if isinstance(value, (list, tuple)) else [value]
             if len(values) == len(self.directions) and all(is_finite(v) for v in values):
                 study.tell(trial, [float(v) for v in values])

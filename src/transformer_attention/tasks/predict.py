@@ -23,8 +23,14 @@ from ..training.checkpoint import load_module
 
 def read_texts(text: str | None = None, texts: Sequence[str] | None = None, text_file: str | None = None) -> list[str]:
     """All texts given: `text`, then `texts`, then the non-empty lines of `text_file` (`-` = stdin).
-    None at all, or a `text_file` that cannot be read, is an InputError."""
-    out = ([text] if text else []) + [str(t) for t in (texts or [])]
+    None at all, an empty or blank `text` / `texts` entry, or a `text_file` that cannot be read is an InputError."""
+    given = ([] if text is None else [("text", str(text))]) + [
+        (f"texts[{i}]", str(t)) for i, t in enumerate(texts or [])
+    ]
+    blank = next((name for name, t in given if not t.strip()), None)
+    if blank is not None:
+        raise InputError(f"{blank} is empty: a text to classify needs at least one word (drop it, or give its words)")
+    out = [t for _, t in given]
     if text_file:
         out += [line.strip() for line in _read_lines(text_file) if line.strip()]
     if not out:

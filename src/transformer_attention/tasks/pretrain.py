@@ -5,7 +5,10 @@ conf/callbacks/pretrain, conf/logger) take the same overrides (`trainer.max_epoc
 
 from __future__ import annotations
 
+import signal
+
 from hydra.core.hydra_config import HydraConfig
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
 from ..errors import ConfigError
@@ -21,7 +24,10 @@ def main(cfg: DictConfig) -> str:
         raise ConfigError(f"model.init_from={cfg.model.init_from!r} is for train.py: pretrain.py starts from scratch")
     given = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     data = pretraining_data(cfg)
-    best = pretrain(cfg, data=data)
+    try:
+        best = pretrain(cfg, data=data)
+    except SIGTERMException as stop:  # SIGTERM or Ctrl-C: last.ckpt is saved, the resume command logged
+        raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
     store(best, cache_path(cfg, data))
     # the command to fine-tune it: this run's own overrides (data, model sizes), pretraining's own left out
     kept = [o for o in given if not o.lstrip("+~").startswith(OWN_OVERRIDES)]

@@ -37,7 +37,8 @@ TEST_SPLIT_FIX = (
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit and test as the config says; returns every logged metric as a float."""
-    resume = Resume.from_config(cfg.get("ckpt_path"), cfg.model, cfg.paths.output_dir)  # a bad path fails here
+    epochs = cfg.trainer.get("max_epochs") if cfg.get("train", True) else None
+    resume = Resume.from_config(cfg.get("ckpt_path"), cfg.model, cfg.paths.output_dir, epochs)  # fails here, at once
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
     encoder = starting_encoder(cfg, resume)  # model.init_from: read, or pretrained now (`pretrain`)

@@ -37,6 +37,8 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             str(q.relative_to(p)) for q in p.glob("checkpoints/*.ckpt")
         )
         raise CheckpointError(f"checkpoint {p} is a folder: pass a .ckpt file in it (found: {found or 'none'})")
+    if not p.is_file():
+        raise CheckpointError(f"checkpoint {p} is not a regular file (a FIFO, socket or device): pass a .ckpt file")
     _check_format(p)
     try:
         with warnings.catch_warnings():  # torch's pickle-protocol notes: the error below says it better
@@ -65,6 +67,11 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """The checkpoint dict of a `train.py` run (`read_checkpoint`), checked to hold a classifier."""
     ckpt = read_checkpoint(path)
     p = Path(path).expanduser()
+    if "mask_prob" in ckpt["hyper_parameters"]:
+        raise CheckpointError(
+            f"checkpoint {p} is a pretrained encoder (pretrain.py), not a classifier: nothing in it classifies yet; "
+            f"fine-tune it first: python train.py model.init_from={p}"
+        )
     missing = [k for k in REQUIRED_HPARAMS if k not in ckpt["hyper_parameters"]] + (
         [] if ckpt.get("tokenizer") else ["tokenizer"]
     )
@@ -115,8 +122,8 @@ def _check_format(p: Path) -> None:
 def _reason(err: BaseException, marker: str = "") -> str:
     """The telling part of a loader's error: the line after `marker`, or the first sentence."""
     message = str(err).split(marker, 1)[1] if marker and marker in str(err) else str(err)
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    text = lines[0].split(". ")[0] if lines else ""
+    lines = [line.strip() for line in message.splitlines() if line.strip() and "weights_only" not in line]
+    text = lines[0].split(". ")[0] if lines else ""  # never torch's hint to load with weights_only=False
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 

@@ -24,13 +24,14 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ..data import cache
 from ..data.unlabelled import PretrainingData
+from ..errors import CheckpointError, ConfigError, DiskError
 from ..files import atomic_write, hold_lock, release_lock
 from ..model.config import encoder_fields
-from ..pretraining import MaskedLMModule, PretrainedEncoder
+from ..pretraining import ARCHITECTURE, MaskedLMModule, PretrainedEncoder
 from .builders import TrainerBuilder, build_loggers, instantiate_group, logged_metrics
-from .checkpoint import load_encoder
+from .checkpoint import load_encoder, read_checkpoint
 from .hparams import log_run
-from .resume import Resume
+from .resume import Resume, check_epochs_left
 
 log = logging.getLogger(__name__)
 
@@ -47,33 +48,47 @@ def starting_encoder(cfg: DictConfig, resume: Resume) -> PretrainedEncoder | Non
     init_from = cfg.model.get("init_from")
     if not init_from or resume:
         return None
-    path = cached_encoder(cfg) if str(init_from) == "pretrain" else str(init_from)
-    encoder = load_encoder(path)
+    encoder = cached_encoder(cfg) if str(init_from) == "pretrain" else load_encoder(str(init_from))
     encoder.check_fits(OmegaConf.to_container(cfg.model, resolve=True))
     return encoder
 
 
-def cached_encoder(cfg: DictConfig) -> Path:
+def cached_encoder(cfg: DictConfig) -> PretrainedEncoder:
     """`model.init_from=pretrain`: the cached encoder for this data, tokenizer and pretraining, pretrained now if
-    there is none yet. Parallel sweep jobs (hydra/launcher=joblib) wait for the one that pretrains."""
+    there is none yet, or if the cached one fails to load (then moved aside: `cache.set_aside`). Parallel sweep
+    jobs (hydra/launcher=joblib) wait for the one that pretrains."""
     data = pretraining_data(cfg)
     cached = cache_path(cfg, data)
     lock = hold_lock(cached.with_suffix(".lock"), wait=True)
     try:
-        if cached.exists():
+        encoder = _read_cached(cached)
+        if encoder is not None:
             log.info(
                 "model.init_from=pretrain: the encoder pretrained before on the same texts and settings, %s", cached
             )
-            return cached
+            return encoder
         stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
         out_dir = Path(cfg.paths.log_dir) / "pretrain" / "runs" / stamp
         log.info("model.init_from=pretrain: no encoder cached for these texts and settings; pretraining in %s", out_dir)
-        store(pretrain(pretraining_config(cfg, out_dir), data=data, own_overrides=False), cached)
+        best = pretrain(pretraining_config(cfg, out_dir), data=data, own_overrides=False)
+        store(best, cached)
     finally:
         release_lock(lock)
     if cfg.get("seed") is not None:  # pretraining seeds with its own seed: the fine-tuning starts from `seed`
         L.seed_everything(cfg.seed, workers=True)
-    return cached
+    return load_encoder(cached)
+
+
+def _read_cached(cached: Path) -> PretrainedEncoder | None:
+    """The cached encoder, or None if there is none or it fails to load (then it is set aside)."""
+    if not cached.exists():
+        return None
+    seen = cached.stat()
+    try:
+        return load_encoder(cached)
+    except Exception as err:  # CheckpointError, or whatever else a damaged file makes torch raise
+        cache.set_aside(cached, cache.failure(err, seen.st_size, cached), seen)
+        return None
 
 
 def pretraining_config(cfg: DictConfig, out_dir: Path) -> DictConfig:
@@ -85,6 +100,7 @@ def pretraining_config(cfg: DictConfig, out_dir: Path) -> DictConfig:
             sub[group] = sub.pretrain.pop(group)
         sub.paths.output_dir = str(out_dir)
         sub.task_name = "pretrain"
+        sub.ckpt_path = None  # train.py's ckpt_path resumes the fine-tuning, never this pretraining
     return sub
 
 
@@ -95,6 +111,9 @@ def pretrain(cfg: DictConfig, data: PretrainingData | None = None, own_overrides
     callbacks = instantiate_group(cfg.get("callbacks"))
     loggers = build_loggers(cfg.get("logger"))
     trainers = TrainerBuilder(cfg.trainer, callbacks, loggers)  # a bad setting fails here, before any data
+    resume = cfg.get("ckpt_path")
+    if resume:
+        check_resumable(resume, cfg)
     data = data or pretraining_data(cfg)
     data.setup("fit")
     L.seed_everything(p.seed, workers=True)
@@ -111,11 +130,30 @@ def pretrain(cfg: DictConfig, data: PretrainingData | None = None, own_overrides
     trainer = trainers.for_model(module, data)
     log_run(trainer.loggers, cfg, own_overrides=own_overrides)  # no metrics: train runs define HPARAMS' columns
     start = time.perf_counter()
-    trainer.fit(module, datamodule=data)
+    trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None)
     best = trainer.checkpoint_callback.best_model_path
     held_out = {k: round(v, 4) for k, v in logged_metrics(trainer).items() if k.startswith("val/")}
     log.info("pretraining: %.1f min, best held-out %s, %s", (time.perf_counter() - start) / 60, held_out, best)
     return Path(best)
+
+
+def check_resumable(ckpt_path: Any, cfg: DictConfig) -> None:
+    """pretrain.py's `ckpt_path`: a pretrain.py checkpoint of the config's encoder sizes with an epoch left to
+    train (`trainer.max_epochs`), or a CheckpointError / ConfigError that says which and the fix."""
+    checkpoint = read_checkpoint(ckpt_path)
+    hp = checkpoint["hyper_parameters"]
+    if "mask_prob" not in hp:
+        raise CheckpointError(
+            f"ckpt_path={ckpt_path} is a classifier checkpoint (train.py): pretrain.py resumes its own checkpoints "
+            "(outputs/pretrain/runs/<time>/checkpoints/last.ckpt); go on with this one: python train.py ckpt_path=..."
+        )
+    for key, want in encoder_settings(cfg).items():
+        if key in ARCHITECTURE and hp.get(key) != want:
+            raise ConfigError(
+                f"ckpt_path={ckpt_path} was pretrained with {key}={hp.get(key)!r} but the config says "
+                f"model.{key}={want!r}: set model.{key}={hp.get(key)} to resume it"
+            )
+    check_epochs_left(checkpoint, cfg.trainer.get("max_epochs"), ckpt_path)
 
 
 def pretraining_data(cfg: DictConfig) -> PretrainingData:
@@ -171,6 +209,14 @@ def pretraining_trainer(cfg: DictConfig) -> DictConfig:
 
 
 def store(checkpoint: Path, cached: Path) -> None:
-    """Copy `checkpoint` to `cached`, atomically (a sweep's next job may be reading the cache)."""
-    with open(checkpoint, "rb") as src:
-        atomic_write(cached, lambda f: shutil.copyfileobj(src, f))
+    """Copy `checkpoint` to `cached`, atomically (a sweep's next job may be reading the cache). A full disk is a
+    DiskError that says where the pretraining's own checkpoint is kept and how to start from it."""
+    try:
+        with open(checkpoint, "rb") as src:
+            atomic_write(cached, lambda f: shutil.copyfileobj(src, f))
+    except DiskError as err:
+        kept = Path(checkpoint).resolve()
+        raise DiskError(
+            f"{err}. The pretrained encoder was not cached, but the pretraining's own checkpoint is kept: {kept}; "
+            f"start from it with model.init_from={kept} (or cache it elsewhere: paths.cache_dir=<a folder with space>)"
+        ) from None

@@ -33,12 +33,16 @@ class Resume:
     in_place: bool = False  # resumed inside the run folder that wrote the checkpoint
 
     @classmethod
-    def from_config(cls, ckpt_path: Any, model_cfg: Any, output_dir: str | Path) -> Resume:
-        """Load and check `ckpt_path` (None: a fresh run) against the run's `model` config."""
+    def from_config(
+        cls, ckpt_path: Any, model_cfg: Any, output_dir: str | Path, max_epochs: int | None = None
+    ) -> Resume:
+        """Load and check `ckpt_path` (None: a fresh run) against the run's `model` config and, for a run that
+        trains, its `trainer.max_epochs` (there must be an epoch left to train)."""
         if not ckpt_path:
             return cls()
         checkpoint = load_checkpoint(ckpt_path)
         check_matches(checkpoint, model_cfg, ckpt_path)
+        check_epochs_left(checkpoint, max_epochs, ckpt_path, ", or pass train=false to test it")
         return cls(str(ckpt_path), checkpoint, in_place=resumed_in_place(ckpt_path, output_dir))
 
     def __bool__(self) -> bool:
@@ -60,6 +64,23 @@ class Resume:
             "label_names_from": f"the checkpoint {self.ckpt_path}",
             "output_dir": None if self.in_place else output_dir,
         }
+
+
+def check_epochs_left(checkpoint: dict[str, Any], max_epochs: int | None, path: Any, otherwise: str = "") -> None:
+    """A CheckpointError if `trainer.max_epochs` leaves no epoch to train after the checkpoint's own."""
+    done = epochs_trained(checkpoint)
+    if max_epochs is not None and 0 <= max_epochs <= done:
+        raise CheckpointError(
+            f"trainer.max_epochs={max_epochs} but the checkpoint {path} has trained {done} epoch(s): nothing is "
+            f"left to train. Raise trainer.max_epochs above {done} to go on{otherwise}"
+        )
+
+
+def epochs_trained(checkpoint: dict[str, Any]) -> int:
+    """How many epochs a checkpoint has trained to their end (its fit loop's processed epochs; a checkpoint
+    saved in the middle of an epoch has not finished that one)."""
+    progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {}).get("total", {})
+    return int(progress.get("processed", checkpoint.get("epoch", 0)))
 
 
 def check_matches(checkpoint: dict[str, Any], model_cfg: Any, path: str | Path) -> None:
