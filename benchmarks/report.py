@@ -25,10 +25,8 @@ def machine_line(data: dict) -> str:
     m = data["machine"]
     env = " ".join(f"{k}={v}" for k, v in m["allocator_env"].items()) or "glibc malloc defaults"
     loads = [f"{m[k]:.2f} at the {k.rsplit('_', 1)[1]}" for k in ("load_avg_at_start", "load_avg_at_end") if k in m]
-    return (
-        f"_{m['cpu']}, {m['cores']} cores, {m['threads']} torch threads, torch {m['torch']}, {env}; "
-        f"1-minute load average {' and '.join(loads)} (its own threads included)._"
-    )
+    load = f"; 1-minute load average {' and '.join(loads)} (its own threads included)" if loads else ""
+    return f"_{m['cpu']}, {m['cores']} cores, {m['threads']} torch threads, torch {m['torch']}, {env}{load}._"
 
 
 def train_step(data: dict) -> str:
@@ -148,6 +146,18 @@ def versions(data: dict) -> str:
     )
 
 
+def busy_cores(data: dict) -> str:
+    rows = [{"condition": name, "median_s": value, "runs": len(data["samples_s"][name])}
+            for name, value in data["median_s"].items()]  # fmt: skip
+    ratios = "; ".join(f"{name} **{value:.2f}x**" for name, value in data["ratios"].items())
+    return (
+        f"`{data['command']}`, from launch to exit, on idle cores and with {data['busy']}.\n\n"
+        + markdown(rows, [("condition", "condition", "s"), ("median_s", "median s", ".1f"), ("runs", "runs", "d")])
+        + f"\n\n{ratios}.\n\n"
+        + machine_line(data)
+    )
+
+
 SECTIONS = {
     "train_step": train_step,
     "versions": versions,
@@ -155,6 +165,7 @@ SECTIONS = {
     "compile": compile_,
     "allocator": allocator,
     "accuracy": accuracy,
+    "busy_cores": busy_cores,
 }
 
 

@@ -79,3 +79,21 @@ CURVES = ("train", "val")
 def tensorboard_tag(tag: str) -> str:
     """The tag TensorBoard gets for `tag`: `train/...` and `val/...` as they are, any other `~tag`."""
     return tag if tag.split("/", 1)[0] in CURVES or tag.startswith("~") else f"~{tag}"
+
+
+# ---- torch's OpenMP threads on a crowded core -----------------------------------------------------
+# torch's OpenMP threads (GNU libgomp) spin at a barrier while they wait for each other. Where another process
+# shares one of the cores, the thread on that core runs late and the others spin for it: a 3-epoch toy run took
+# 155 s instead of 8.4 s with two busy processes on one of 2 cores, 8.0 s with OMP_WAIT_POLICY=PASSIVE (the
+# waiting threads sleep). At idle it costs a few percent at most, within the noise (benchmarks/busy_cores.py).
+def calm_threads() -> bool:
+    """Make torch's OpenMP threads sleep while they wait (OMP_WAIT_POLICY=PASSIVE), unless the user chose
+    threads or a policy themselves (OMP_NUM_THREADS, OMP_WAIT_POLICY set, even empty) or torch is already
+    loaded (too late: libgomp reads it at start). True if it set the policy."""
+    import os
+    import sys
+
+    if "OMP_NUM_THREADS" in os.environ or "OMP_WAIT_POLICY" in os.environ or "torch" in sys.modules:
+        return False
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return True

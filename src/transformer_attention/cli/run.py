@@ -1,6 +1,7 @@
 """`run(task, cfg)`: what every entry point does around its task, and the one place its errors become a line.
 
-Check the config (before torch is imported: a bad value fails in about a second), lock the run folder, quiet
+Let torch's threads sleep while they wait (compat.calm_threads: a busy core made runs crawl), check the config
+(before torch is imported: a bad value fails in about a second), lock the run folder, quiet
 the console, make DDP in a sweep spawn its ranks, print the config tree, then run the task from `TASKS`. Bad
 input (the project's UserErrors, a config Hydra cannot instantiate) ends a single run with `<kind>: <message>`
 on stderr and no traceback; a sweep's job returns it (`JobFailed`, also in `<job>/failed.json`), so the sweep
@@ -21,7 +22,7 @@ from hydra.errors import InstantiationException
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
-from ..compat import quiet_console
+from ..compat import calm_threads, quiet_console
 from ..errors import JobFailed, UserError
 from ..files import atomic_write, resumed_in_place, run_dir_of
 from .config import check_config
@@ -70,6 +71,7 @@ FAILED_FILE = "failed.json"  # a sweep's job that failed: its error kind and mes
 
 def run(task: str, cfg: DictConfig) -> Any:
     """Check `cfg`, then run `TASKS[task]`'s `main(cfg)`, as this module's docstring says."""
+    calm_threads()  # before torch is imported: OpenMP reads its wait policy when it starts
     run_dir = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
     try:
         check_config(cfg)
