@@ -233,7 +233,7 @@ def test_bad_pretraining_settings_fail_in_one_line_before_any_data_is_read(tiny_
 
 
 def test_extra_texts_need_no_label_column_and_a_missing_path_is_named(tmp_path: Path):
-    from transformer_attention.data.sources import load_texts
+    from transformer_attention.data.unlabelled import load_texts
     from transformer_attention.errors import DataError
 
     source = tmp_path / "reviews.csv"

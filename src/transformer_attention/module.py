@@ -97,6 +97,7 @@ class ClassifierModule(EncoderModule):
         tokenizer: str | None = None,
         label_names: list[str] | None = None,
         init_from: str | None = None,
+        freeze_embedding_epochs: int = 0,
         **settings: Any,
     ) -> None:
         super().__init__(tokenizer, optimizer, scheduler)
@@ -111,6 +112,7 @@ class ClassifierModule(EncoderModule):
                 **asdict(self.net.config),
                 "label_smoothing": label_smoothing,
                 "label_names": label_names,
+                "freeze_embedding_epochs": freeze_embedding_epochs,
             }
         )
         self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
@@ -133,6 +135,11 @@ class ClassifierModule(EncoderModule):
         self.val_loss.reset()
         self.val_metrics.reset()
         self.val_acc_best.reset()
+
+    def on_train_epoch_start(self) -> None:
+        # the token embedding (word vectors) held fixed for the first epochs: no gradient, so AdamW leaves it as is
+        frozen = self.current_epoch < self.hparams.get("freeze_embedding_epochs", 0)
+        self.net.embedding.weight.requires_grad_(not frozen)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss, preds, labels = self.model_step(batch)

@@ -31,10 +31,11 @@ class ModelConfig(EncoderConfig):
     _target_: str = "transformer_attention.module.ClassifierModule"
     _convert_: str = "all"  # plain lists and dicts in the hyperparameters: weights_only checkpoints
     label_smoothing: float = 0.0
+    freeze_embedding_epochs: int = 0  # hold the token embedding fixed for this many first epochs (word vectors)
     optimizer: Any = None  # a `_partial_` optimizer (params come later); None: AdamW(lr=1e-3)
     scheduler: Any = None  # a `_partial_` scheduler (optimizer, total_steps); None: warmup_cosine
-    # a pretrain.py checkpoint to start the encoder from, or "pretrain": pretrain now as `pretrain` says
-    # (or reuse the encoder cached for the same texts and settings); None: from scratch
+    # a pretrain.py checkpoint (or its vectors.npz) to start from, or "pretrain": pretrain now as `pretrain`
+    # says (or reuse what is cached for the same texts and settings); None: from scratch
     init_from: Optional[str] = None  # noqa: UP045 - OmegaConf 2.3 reads Optional
 
 

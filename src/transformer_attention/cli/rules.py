@@ -15,7 +15,13 @@ from ..errors import ConfigError
 
 def check_training(model: dict, optimizer: dict, scheduler: dict, prefix: str = "model.") -> None:
     """The optimisation settings (`prefix`: `model.`, or `pretrain.` for pretraining's own): label smoothing,
-    learning rate, warmup and floor of the schedule."""
+    learning rate, warmup and floor of the schedule, the epochs the embedding is held fixed."""
+    frozen = model.get("freeze_embedding_epochs")
+    if frozen is not None and not is_whole(frozen, 0):
+        raise ConfigError(
+            f"{prefix}freeze_embedding_epochs={frozen!r} must be a whole number >= 0 (0: never held fixed): "
+            f"e.g. {prefix}freeze_embedding_epochs=1"
+        )
     fraction = "a number in [0, 1)"
     ranges = {  # key: (value, what it must be, the rule beyond "a number >= 0", an example)
         f"{prefix}label_smoothing": (model.get("label_smoothing"), fraction, lambda v: v < 1, 0.1),
@@ -46,11 +52,41 @@ def check_pretrain(pretrain: dict, init_from: Any) -> None:
     for key, (ok, allowed, example) in rules.items():
         if key in pretrain and not ok(pretrain[key]):
             raise ConfigError(f"pretrain.{key}={pretrain[key]!r} must be {allowed}: e.g. pretrain.{key}={example}")
+    method = pretrain.get("method", "mlm")
+    if method not in METHODS:
+        raise ConfigError(f"pretrain.method={method!r} is not a pretraining method: use one of {', '.join(METHODS)}")
+    check_skipgram(pretrain.get("skipgram") or {})
     if init_from is not None and init_from != "pretrain" and not os.path.isfile(str(init_from)):
         raise ConfigError(
             f"model.init_from={init_from!r} is not a file: give a checkpoint pretrain.py wrote "
-            "(outputs/pretrain/runs/<time>/checkpoints/mlm_<step>.ckpt), or model.init_from=pretrain to pretrain first"
+            "(outputs/pretrain/runs/<time>/checkpoints/mlm_<step>.ckpt, or vectors.npz with pretrain.method=skipgram), "
+            "or model.init_from=pretrain to pretrain first"
         )
+
+
+METHODS = ("mlm", "skipgram")
+
+
+def check_skipgram(skipgram: dict) -> None:
+    """`pretrain.skipgram.*`: gensim's Word2Vec settings, each a whole number in range (sample: a fraction)."""
+    lowest = {"dim": 2, "window": 1, "negative": 1, "epochs": 1, "min_count": 1, "workers": 1}
+    examples = {"dim": 128, "window": 5, "negative": 5, "epochs": 10, "min_count": 5, "workers": 1}
+    known = [*lowest, "sample"]
+    for key, value in skipgram.items():
+        if key not in known:
+            raise ConfigError(
+                f"pretrain.skipgram.{key} is not a skip-gram setting: the settings are {', '.join(known)}"
+            )
+        if value is None and key in ("dim", "workers"):
+            continue  # dim: model.d_model; workers: the free cores
+        if key == "sample":
+            ok, allowed, example = is_number(value) and 0 <= value < 1, "a number in [0, 1)", 0.0001
+        else:
+            ok, allowed, example = is_whole(value, lowest[key]), f"a whole number >= {lowest[key]}", examples[key]
+        if not ok:
+            raise ConfigError(
+                f"pretrain.skipgram.{key}={value!r} must be {allowed}: e.g. pretrain.skipgram.{key}={example}"
+            )
 
 
 # what Lightning takes, plus this project's `auto` (training/precision.py)

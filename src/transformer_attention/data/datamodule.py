@@ -15,6 +15,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, RandomSampler, Subset
 
 from ..errors import DataError
@@ -139,11 +140,12 @@ class ReviewDataModule(L.LightningDataModule):
                 log.info("scrub_pii %s: replaced %s", split, dict(counts))
         return raw
 
-    def _make_tokenizer(self) -> None:
-        """Train the tokenizer on the train texts, or take it from the cache; truncation at max_length."""
-        texts = self.raw["train"]["text"]
+    def train_tokenizer(self) -> Tokenizer:
+        """The tokenizer of the train texts (loaded first), trained or taken from the cache: what `setup` uses
+        when none was given, and what skip-gram pretraining tokenizes its corpus with."""
+        texts = self.load()["train"]["text"]
         settings = (self.vocab_size_target, self.min_frequency, self.scrub_pii)
-        self.tokenizer = cache.trained_tokenizer(self.cache_dir, texts, *settings)
+        return cache.trained_tokenizer(self.cache_dir, texts, *settings)
 
     def _encode(self, split: str) -> EncodedDataset:
         """Tokenize one split (or read it from the cache) into an EncodedDataset."""
@@ -183,7 +185,7 @@ class ReviewDataModule(L.LightningDataModule):
         if not self.raw:
             self.load()
             if self.tokenizer is None:
-                self._make_tokenizer()
+                self.tokenizer = self.train_tokenizer()
             cut_at(self.tokenizer, self.max_length)  # the saved one (and the checkpoint's) cuts like training did
             if self.output_dir:
                 save_tokenizer(self.tokenizer, Path(self.output_dir) / "tokenizer.json")

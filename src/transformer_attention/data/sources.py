@@ -215,32 +215,3 @@ def _our_splits(source: str, dsets: dict, split_names: dict[str, str | None] | N
             f"or map one with data.split_names='{{train: <split>}}'"
         )
     return out
-
-
-def load_texts(source: str, text_column: str = "text") -> list[str]:
-    """The train split's texts of `source`: a local file or folder (as `data.path` takes) or a hub name.
-    Only the train split: an extra source's validation and test texts are never read."""
-    where = Path(source)
-    path, name = (str(where), "local") if where.exists() else (None, source)
-    if path is None and ("/" in source.strip("./") or source.startswith(".")) and not _hub_like(source):
-        raise DataError(f"pretrain.extra_texts: {source!r} does not exist (relative paths start at {Path.cwd()})")
-    try:
-        described, dsets = _load(name, path, None, label_column=None)  # no labels to check: texts only
-    except DataError as err:
-        if path is not None or not str(err).startswith(f"data.name={name!r}"):
-            raise
-        raise DataError(  # a hub name that did not load: say it of pretrain.extra_texts, not of data.name
-            f"pretrain.extra_texts: {source!r} is not a local file or folder and could not be loaded from the "
-            f"Hugging Face hub ({str(err).split(': ', 1)[-1].split(';')[0]}); give a local copy instead, e.g. "
-            "pretrain.extra_texts=[../shared/data/imdb] (a folder of train.* files)"
-        ) from None
-    train = _our_splits(described, dsets, None)["train"]
-    if text_column not in train.column_names:
-        raise DataError(
-            f"pretrain.text_column={text_column!r} is not a column of {source!r}; columns: {train.column_names}"
-        )
-    return [t for t in train[text_column] if isinstance(t, str) and t.strip()]
-
-
-def _hub_like(source: str) -> bool:
-    return re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", source) is not None

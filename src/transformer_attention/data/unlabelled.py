@@ -8,7 +8,9 @@ are 0: pretraining reads none), with a held-out share of the texts as its "valid
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import lightning as L
 import numpy as np
@@ -20,7 +22,7 @@ from . import cache
 from .batches import EncodedDataset, collate
 from .datamodule import ReviewDataModule
 from .sampler import BucketBatchSampler
-from .sources import load_texts
+from .sources import FORMATS, _load, _our_splits
 from .tokenizer import CLS_ID, PAD_ID, cut_at
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,61 @@ def drop_evaluated(texts: Sequence[str], evaluated: Iterable[str], what: str) ->
             what,
         )
     return kept
+
+
+def load_texts(source: str, text_column: str = "text") -> list[str]:
+    """The texts of one split of `source`, a local file or folder (as `data.path` takes) or a hub name: its
+    train split, or the split named after a colon (`imdb:unsupervised`; in a folder, the `unsupervised.*`
+    files). Never another split: an extra source's validation and test texts are not read."""
+    where = Path(source)
+    split, match = "train", re.fullmatch(r"(.+):([A-Za-z_][\w-]*)", source)
+    if not where.exists() and match:
+        source, split = match.groups()
+        where = Path(source)
+    path, name = (str(where), "local") if where.exists() else (None, source)
+    if path is None and ("/" in source.strip("./") or source.startswith(".")) and not _hub_like(source):
+        raise DataError(f"pretrain.extra_texts: {source!r} does not exist (relative paths start at {Path.cwd()})")
+    if split != "train" and path is not None:
+        return _local_split(where, split, text_column)
+    try:
+        described, dsets = _load(name, path, None, label_column=None)  # no labels to check: texts only
+    except DataError as err:
+        if path is not None or not str(err).startswith(f"data.name={name!r}"):
+            raise
+        raise DataError(  # a hub name that did not load: say it of pretrain.extra_texts, not of data.name
+            f"pretrain.extra_texts: {source!r} is not a local file or folder and could not be loaded from the "
+            f"Hugging Face hub ({str(err).split(': ', 1)[-1].split(';')[0]}); give a local copy instead, e.g. "
+            "pretrain.extra_texts=[../shared/data/imdb] (a folder of train.* files)"
+        ) from None
+    if split == "train":
+        return _texts(_our_splits(described, dsets, None)["train"], source, text_column)
+    if split not in dsets:
+        raise DataError(f"pretrain.extra_texts: {source!r} has no split {split!r}; its splits: {list(dsets)}")
+    return _texts(dsets[split], f"{source}:{split}", text_column)
+
+
+def _local_split(folder: Path, split: str, text_column: str) -> list[str]:
+    """The texts of the `<split>*` data files of a local folder (`unsupervised.parquet`)."""
+    files = sorted(str(f) for f in folder.glob(f"{split}*") if f.suffix.lower() in FORMATS) if folder.is_dir() else []
+    if not files:
+        raise DataError(
+            f"pretrain.extra_texts: {str(folder)!r} holds no {split}.* data file ({', '.join(sorted(FORMATS))}) for "
+            f"'{folder}:{split}': name the file {split}.parquet (or .csv, .json, ...) in that folder"
+        )
+    described, dsets = _load("local", None, {split: files}, label_column=None)
+    return _texts(dsets[split], f"{folder}:{split}", text_column)
+
+
+def _texts(dataset, source: str, text_column: str) -> list[str]:
+    if text_column not in dataset.column_names:
+        raise DataError(
+            f"pretrain.text_column={text_column!r} is not a column of {source!r}; columns: {dataset.column_names}"
+        )
+    return [t for t in dataset[text_column] if isinstance(t, str) and t.strip()]
+
+
+def _hub_like(source: str) -> bool:
+    return re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", source) is not None
 
 
 def windows(rows: Sequence[np.ndarray], max_length: int) -> list[np.ndarray]:
@@ -101,7 +158,7 @@ class PretrainingData(L.LightningDataModule):
             return self.texts
         raw = self.data.load()
         evaluated = [t for split in ("validation", "test") if split in raw for t in raw[split]["text"]]
-        texts = list(raw["train"]["text"])
+        texts = drop_evaluated(raw["train"]["text"], evaluated, "train texts")  # a duplicate across splits
         for source in self.extra_texts:
             extra = drop_evaluated(load_texts(source, self.text_column), evaluated, f"texts of {source}")
             log.info("pretraining: %d texts from %s", len(extra), source)

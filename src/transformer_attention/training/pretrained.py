@@ -1,8 +1,9 @@
 """The encoder a run starts from (`model.init_from`), and the pretraining run that makes one.
 
-`model.init_from=<file>` reads a pretrain.py checkpoint; `model.init_from=pretrain` takes the encoder cached for
-the run's texts and settings, or pretrains it now (in outputs/pretrain/runs/<time>/) and caches it. Either way
-the pretraining is `pretrain(cfg)`, the run `python pretrain.py` makes too: the data and model sizes of `cfg`,
+`model.init_from=<file>` reads a pretrain.py checkpoint (or its skip-gram vectors.npz, training/vectors.py);
+`model.init_from=pretrain` takes the encoder (or vectors: `pretrain.method`) cached for the run's texts and
+settings, or pretrains it now (in outputs/pretrain/runs/<time>/) and caches it. Either way the MLM pretraining
+is `pretrain(cfg)`, the run `python pretrain.py` makes too: the data and model sizes of `cfg`,
 its `pretrain` recipe, and its trainer, callbacks and logger groups, built as a training run's are. In train.py
 those groups are `pretrain.trainer`, `pretrain.callbacks` and `pretrain.logger` (`pretraining_config` puts them
 where pretrain.py has them).
@@ -32,6 +33,7 @@ from .builders import TrainerBuilder, build_loggers, instantiate_group, logged_m
 from .checkpoint import load_encoder, read_checkpoint
 from .hparams import log_run
 from .resume import Resume, check_epochs_left
+from .vectors import VECTORS_FILE, WordVectors, skipgram_vectors, vectors_cache_path
 
 log = logging.getLogger(__name__)
 
@@ -42,50 +44,66 @@ NOT_LEARNT = (
 )  # fmt: skip
 
 
-def starting_encoder(cfg: DictConfig, resume: Resume) -> PretrainedEncoder | None:
-    """The pretrained encoder `model.init_from` names (None: from scratch, or a resumed run, which has its own
-    weights), checked to fit the config's sizes; `pretrain` pretrains first unless the cache has it."""
+Start = PretrainedEncoder | WordVectors  # what model.init_from gives: an MLM encoder, or skip-gram vectors
+
+
+def starting_encoder(cfg: DictConfig, resume: Resume) -> Start | None:
+    """The pretrained encoder or word vectors `model.init_from` names (None: from scratch, or a resumed run,
+    which has its own weights), checked to fit the config's sizes; `pretrain` pretrains first unless the cache
+    has it."""
     init_from = cfg.model.get("init_from")
     if not init_from or resume:
         return None
-    encoder = cached_encoder(cfg) if str(init_from) == "pretrain" else load_encoder(str(init_from))
+    encoder = cached_encoder(cfg) if str(init_from) == "pretrain" else read_start(str(init_from))
     encoder.check_fits(OmegaConf.to_container(cfg.model, resolve=True))
     return encoder
 
 
-def cached_encoder(cfg: DictConfig) -> PretrainedEncoder:
-    """`model.init_from=pretrain`: the cached encoder for this data, tokenizer and pretraining, pretrained now if
-    there is none yet, or if the cached one fails to load (then moved aside: `cache.set_aside`). Parallel sweep
-    jobs (hydra/launcher=joblib) wait for the one that pretrains."""
+def read_start(path: str | Path) -> Start:
+    """A pretrain.py result: word vectors (.npz) or an MLM checkpoint."""
+    return WordVectors.load(path) if str(path).endswith(".npz") else load_encoder(path)
+
+
+def cached_encoder(cfg: DictConfig) -> Start:
+    """`model.init_from=pretrain`: what `pretrain.method` makes (an encoder, or word vectors) for this data,
+    tokenizer and pretraining, from the cache, or made now if there is none yet, or if the cached one fails to
+    load (then moved aside: `cache.set_aside`). Parallel sweep jobs (hydra/launcher=joblib) wait for the one that
+    pretrains."""
     data = pretraining_data(cfg)
-    cached = cache_path(cfg, data)
+    skipgram = cfg.pretrain.get("method", "mlm") == "skipgram"
+    cached = vectors_cache_path(cfg, data) if skipgram else cache_path(cfg, data)
+    what = "word vectors" if skipgram else "encoder"
     lock = hold_lock(cached.with_suffix(".lock"), wait=True)
     try:
-        encoder = _read_cached(cached)
-        if encoder is not None:
+        if (encoder := _read_cached(cached)) is not None:
             log.info(
-                "model.init_from=pretrain: the encoder pretrained before on the same texts and settings, %s", cached
+                "model.init_from=pretrain: the %s pretrained before on the same texts and settings, %s", what, cached
             )
             return encoder
         stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
         out_dir = Path(cfg.paths.log_dir) / "pretrain" / "runs" / stamp
-        log.info("model.init_from=pretrain: no encoder cached for these texts and settings; pretraining in %s", out_dir)
-        best = pretrain(pretraining_config(cfg, out_dir), data=data, own_overrides=False)
+        log.info(
+            "model.init_from=pretrain: no %s cached for these texts and settings; pretraining in %s", what, out_dir
+        )
+        if skipgram:
+            best = skipgram_vectors(cfg, data).save(out_dir / VECTORS_FILE)
+        else:
+            best = pretrain(pretraining_config(cfg, out_dir), data=data, own_overrides=False)
         store(best, cached)
     finally:
         release_lock(lock)
     if cfg.get("seed") is not None:  # pretraining seeds with its own seed: the fine-tuning starts from `seed`
         L.seed_everything(cfg.seed, workers=True)
-    return load_encoder(cached)
+    return read_start(cached)
 
 
-def _read_cached(cached: Path) -> PretrainedEncoder | None:
-    """The cached encoder, or None if there is none or it fails to load (then it is set aside)."""
+def _read_cached(cached: Path) -> Start | None:
+    """The cached encoder or vectors, or None if there is none or it fails to load (then it is set aside)."""
     if not cached.exists():
         return None
     seen = cached.stat()
     try:
-        return load_encoder(cached)
+        return read_start(cached)
     except Exception as err:  # CheckpointError, or whatever else a damaged file makes torch raise
         cache.set_aside(cached, cache.failure(err, seen.st_size, cached), seen)
         return None
