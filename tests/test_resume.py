@@ -3,6 +3,7 @@ same run folder and TensorBoard run with a continuous global step; the same seed
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -129,3 +130,21 @@ def test_tokenizer_training_is_deterministic():
     """The `tokenizers` trainer numbers its "##" pieces in hash order (huggingface/tokenizers#1794)."""
     texts = TEXTS * 3 + ["unbelievably underwhelming", "overacted and overlong", "wonderfully understated"]
     assert len({train_tokenizer(texts, vocab_size=120, min_frequency=1).to_str() for _ in range(8)}) == 1
+
+
+def test_train_false_tests_the_given_checkpoint_and_keeps_the_runs_metrics(tmp_path: Path):
+    """`ckpt_path=<a checkpoint of the run> train=false` tests that checkpoint's weights (the test accuracy of
+    the run itself, not of a fresh model), in the run's folder, and keeps the metrics the run wrote there."""
+    log_dir = tmp_path / "outputs"
+    trained = [*TINY, "callbacks.attention_maps=null", f"paths.log_dir={log_dir}"]
+    first = run_entry("train.py", *trained)
+    (run,) = run_dirs(log_dir)
+    before = json.loads((run / "metrics.json").read_text())
+    (best,) = (run / "checkpoints").glob("epoch_*.ckpt")  # the one the run tested
+    tested = run_entry("train.py", *trained, f"ckpt_path={best}", "train=false")
+    for key in ("test/acc", "test/loss"):  # a fresh model's loss would differ
+        assert final_metrics(tested.stdout)[key] == final_metrics(first.stdout)[key], key
+    assert "testing the weights as they are" not in tested.stdout + tested.stderr
+    after = json.loads((run / "metrics.json").read_text())
+    assert after == before  # the same test metrics again, and the validation ones kept
+    assert run_dirs(log_dir) == [run]

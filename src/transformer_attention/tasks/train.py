@@ -61,8 +61,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if cfg.get("train", True):
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume.ckpt_path)
     metrics = logged_metrics(trainer)
-    if cfg.get("test", True):
-        metrics.update(test_best(trainer, model, datamodule))
+    if cfg.get("test", True):  # train=false ckpt_path=...: that checkpoint's weights, never the fresh ones
+        given = None if cfg.get("train", True) else resume.ckpt_path
+        metrics.update(test_best(trainer, model, datamodule, fallback=given))
     return metrics
 
 
@@ -76,6 +77,8 @@ def main(cfg: DictConfig) -> float | None:
         save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
     print(f"final metrics ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
     name = cfg.get("optimized_metric")
+    if name and name not in metrics and not cfg.get("train", True):
+        return None  # train=false: only tested, no validation metric to optimise
     if name and name not in metrics:
         raise ConfigError(f"optimized_metric={name!r} was not logged: use one of {sorted(metrics)}")
     return metrics[name] if name else None

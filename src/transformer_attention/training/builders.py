@@ -124,10 +124,13 @@ def build_model(make_model: Any, datamodule: Any, encoder: PretrainedEncoder | N
     return model
 
 
-def test_best(trainer: L.Trainer, model: L.LightningModule, datamodule: L.LightningDataModule) -> dict[str, float]:
-    """Test the best checkpoint (the weights as they are at the end of training when there is none); returns
-    every logged metric as a float."""
+def test_best(
+    trainer: L.Trainer, model: L.LightningModule, datamodule: L.LightningDataModule, fallback: str | None = None
+) -> dict[str, float]:
+    """Test the best checkpoint of this fit, else `fallback` (the checkpoint a run without training was given),
+    else the weights as they are; returns every logged metric as a float."""
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    best = best or fallback or ""
     if not best:
         log.warning("no best checkpoint: testing the weights as they are at the end of training")
     for lg in trainer.loggers if trainer.is_global_zero else []:  # other ranks hold no writer

@@ -55,8 +55,10 @@ RESULT_FILE = "metrics.json"  # in every train and evaluate run folder: what the
 
 
 def save_metrics(run_dir: str | Path, metrics: dict[str, float]) -> Path:
-    """Write a run's final metrics to `<run>/metrics.json` (atomically): what a sweep's summary reads."""
-    return atomic_write(Path(run_dir) / RESULT_FILE, json.dumps(metrics, indent=1, sort_keys=True) + "\n")
+    """Write a run's final metrics to `<run>/metrics.json` (atomically): what a sweep's summary reads. A run
+    that goes on in the folder (a resume, a `train=false` test) updates the metrics there, never drops one."""
+    merged = {**(load_metrics(run_dir) or {}), **metrics}
+    return atomic_write(Path(run_dir) / RESULT_FILE, json.dumps(merged, indent=1, sort_keys=True) + "\n")
 
 
 def load_metrics(run_dir: str | Path) -> dict[str, float] | None:
