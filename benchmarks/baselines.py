@@ -94,6 +94,16 @@ def _init_from(run: Path) -> str:
     return str(model.get("init_from") or "scratch")
 
 
+def earlier_runs(path: Path, rows: list[dict]) -> list[dict]:
+    """The transformer rows of an earlier `path` whose runs were not read this time: a record is never
+    dropped because its folder is gone (losers included). Rows of no tested run are left out."""
+    if not path.exists():
+        return []
+    read = {(r["dataset"], r["folder"]) for r in rows if "folder" in r}
+    old = json.loads(path.read_text())
+    return [r for r in old if "folder" in r and r.get("runs") and (r["dataset"], r["folder"]) not in read]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
@@ -127,6 +137,7 @@ def main() -> None:
                     f"{', '.join(t['init_from'])}",
                     flush=True,
                 )
+    rows += earlier_runs(args.json, rows)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(rows, indent=2) + "\n")
     print(f"wrote {args.json}")

@@ -34,8 +34,17 @@ def _minutes(run: Path) -> float | None:
     return round((max(times) - min(times)) / 60, 1)
 
 
+def _start(config: dict) -> str:
+    """Where the encoder started: scratch, a file, or `pretrain:<method>` (made or read from the cache)."""
+    init_from = (config.get("model") or {}).get("init_from") or "scratch"
+    method = (config.get("pretrain") or {}).get("method", "mlm")
+    return f"pretrain:{method}" if init_from == "pretrain" else init_from
+
+
 def describe(run: Path) -> dict:
-    frame = pd.read_csv(next(run.glob("csv/version_*/metrics.csv")))
+    # every version: a run that went on in its folder (a resume, a train=false test) logged to the next one
+    versions = sorted(run.glob("csv/version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[1]))
+    frame = pd.concat([pd.read_csv(p) for p in versions], ignore_index=True)
     config_file = run / ".hydra" / "config.yaml"
     config = yaml.safe_load(config_file.read_text()) if config_file.exists() else {}
     overrides_file = run / ".hydra" / "overrides.yaml"
@@ -52,7 +61,7 @@ def describe(run: Path) -> dict:
     else:
         row |= {
             "kind": "train",
-            "init_from": (config.get("model") or {}).get("init_from") or "scratch",
+            "init_from": _start(config),
             "seed": config.get("seed"),
             "val_acc_best": _last(frame, "val/acc_best"),
             "test_acc": _last(frame, "test/acc"),
