@@ -116,13 +116,14 @@ def test_a_damaged_cached_encoder_is_set_aside_and_pretrained_again(tmp_path: Pa
     log_dir = tmp_path / "outputs"
     args = [*TRAIN_PY, f"paths.log_dir={log_dir}", "model.init_from=pretrain", "trainer.limit_train_batches=2"]
     args += ["callbacks.attention_maps=null", "pretrain.callbacks.attention_maps=null"]
+    args += ["pretrain.trainer.limit_train_batches=3", "pretrain.trainer.limit_val_batches=1"]  # a short pretraining
     run_entry("train.py", *args)
     (cached,) = (log_dir / ".cache" / "pretrained").glob("mlm-*.ckpt")
     clean = load_encoder(cached).weights
     for n, (name, damage) in enumerate(DAMAGES.items(), start=1):
         damage(cached)
         damaged = cached.read_bytes()
-        proc = run_entry("train.py", *args)
+        proc = run_entry("train.py", *args, "train=false", "test=false")  # the start of the run: no fine-tuning
         out = proc.stdout + proc.stderr
         (line,) = [x for x in out.splitlines() if "moved it aside" in x]
         assert f"{cached} cannot be read ({len(damaged)} bytes, " in line, name

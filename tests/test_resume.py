@@ -117,34 +117,29 @@ def test_interrupt_keeps_last_ckpt_and_resume_continues_the_same_run(signum: int
 
 @pytest.mark.slow
 def test_same_seed_same_run(tmp_path: Path):
-    """Two runs, the second in deterministic mode: the same metrics and bit-identical weights on CPU."""
+    """Two runs, the second in deterministic mode: the same metrics and bit-identical weights on CPU. Then
+    `ckpt_path=<the first run's best checkpoint> train=false` tests that checkpoint's weights (the run's own
+    test metrics, not a fresh model's), in its folder, and keeps the metrics the run wrote there."""
     log_dir = tmp_path / "outputs"
     first = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}")
     second = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}", "trainer.deterministic=true")
     assert final_metrics(first.stdout) == final_metrics(second.stdout)
-    a, b = (torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"] for run in run_dirs(log_dir))
+    runs = run_dirs(log_dir)
+    a, b = (torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"] for run in runs)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    before = json.loads((runs[0] / "metrics.json").read_text())
+    (best,) = (runs[0] / "checkpoints").glob("epoch_*.ckpt")  # the one the run tested
+    tested = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}", f"ckpt_path={best}", "train=false",
+                       "callbacks.attention_maps=null")  # fmt: skip
+    for key in ("test/acc", "test/loss"):  # a fresh model's loss would differ
+        assert final_metrics(tested.stdout)[key] == final_metrics(first.stdout)[key], key
+    assert "testing the weights as they are" not in tested.stdout + tested.stderr
+    assert json.loads((runs[0] / "metrics.json").read_text()) == before  # the validation metrics kept
+    assert run_dirs(log_dir) == runs
 
 
 def test_tokenizer_training_is_deterministic():
     """The `tokenizers` trainer numbers its "##" pieces in hash order (huggingface/tokenizers#1794)."""
     texts = TEXTS * 3 + ["unbelievably underwhelming", "overacted and overlong", "wonderfully understated"]
     assert len({train_tokenizer(texts, vocab_size=120, min_frequency=1).to_str() for _ in range(8)}) == 1
-
-
-def test_train_false_tests_the_given_checkpoint_and_keeps_the_runs_metrics(tmp_path: Path):
-    """`ckpt_path=<a checkpoint of the run> train=false` tests that checkpoint's weights (the test accuracy of
-    the run itself, not of a fresh model), in the run's folder, and keeps the metrics the run wrote there."""
-    log_dir = tmp_path / "outputs"
-    trained = [*TINY, "callbacks.attention_maps=null", f"paths.log_dir={log_dir}"]
-    first = run_entry("train.py", *trained)
-    (run,) = run_dirs(log_dir)
-    before = json.loads((run / "metrics.json").read_text())
-    (best,) = (run / "checkpoints").glob("epoch_*.ckpt")  # the one the run tested
-    tested = run_entry("train.py", *trained, f"ckpt_path={best}", "train=false")
-    for key in ("test/acc", "test/loss"):  # a fresh model's loss would differ
-        assert final_metrics(tested.stdout)[key] == final_metrics(first.stdout)[key], key
-    assert "testing the weights as they are" not in tested.stdout + tested.stderr
-    after = json.loads((run / "metrics.json").read_text())
-    assert after == before  # the same test metrics again, and the validation ones kept
-    assert run_dirs(log_dir) == [run]

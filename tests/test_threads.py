@@ -51,9 +51,24 @@ def test_without_a_user_setting_the_threads_sleep_while_they_wait(tmp_path):
 @pytest.mark.parametrize(
     ("env", "expected"),
     [
-        ({"OMP_NUM_THREADS": "1"}, "OMP_WAIT_POLICY=None"),  # the user chose threads: no policy added
-        ({"OMP_WAIT_POLICY": "ACTIVE"}, "OMP_WAIT_POLICY='ACTIVE'"),  # the user's policy stays
+        ({}, "True PASSIVE"),  # what the entry point above shows, here without Hydra
+        ({"OMP_NUM_THREADS": "1"}, "False None"),  # the user chose threads: no policy added
+        ({"OMP_WAIT_POLICY": "ACTIVE"}, "False ACTIVE"),  # the user's policy stays
+        ({"OMP_WAIT_POLICY": ""}, "False "),  # set, even empty: the user's
     ],
 )
-def test_a_user_setting_is_left_as_it_is(tmp_path, env: dict[str, str], expected: str):
-    assert started_with("train.py", "train", tmp_path, **env) == expected
+def test_a_user_setting_is_left_as_it_is(env: dict[str, str], expected: str):
+    code = (
+        "import os; from transformer_attention.compat import calm_threads; "
+        "print(calm_threads(), os.environ.get('OMP_WAIT_POLICY'))"
+    )
+    environment = {k: v for k, v in entry_env().items() if not k.startswith("OMP_")} | env
+    proc = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == expected.strip()
+
+
+def test_too_late_once_torch_is_loaded():
+    code = "import os, torch; from transformer_attention.compat import calm_threads; print(calm_threads())"
+    environment = {k: v for k, v in entry_env().items() if not k.startswith("OMP_")}
+    proc = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "False"  # libgomp read its settings when torch loaded: nothing is set

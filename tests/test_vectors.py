@@ -196,6 +196,6 @@ def test_train_from_pretrain_trains_vectors_once_and_starts_from_exactly_their_r
     assert torch.equal(embedding[torch.from_numpy(vectors.known)], vectors.rows())
     assert not embedding[PAD_ID].any()
     assert ckpt["tokenizer"] == vectors.tokenizer
-    again = run_entry("train.py", *args, "seed=7")
+    again = run_entry("train.py", *args, "seed=7", "train=false", "test=false")  # the start, without training
     assert "word vectors pretrained before on the same texts and settings" in again.stdout + again.stderr
     assert len(run_dirs(log_dir, "pretrain")) == 1
