@@ -44,8 +44,8 @@ def load_columns(
 ) -> tuple[dict[str, dict[str, list]], list[str] | None]:
     """Raw splits as `{split: {"text": [...], "label": [...]}}`, plus the label feature's class names if any.
     `encoding` is that of local .csv/.tsv/.json/.jsonl files."""
-    source, dsets = _load(name, path, data_files, encoding, label_column)
-    dsets = _our_splits(source, dsets, split_names)
+    source, dsets = load_source(name, path, data_files, encoding, label_column)
+    dsets = our_splits(source, dsets, split_names)
     raw, class_names = {}, None
     for split, d in dsets.items():
         if len(d) == 0:
@@ -63,7 +63,7 @@ def load_columns(
     return raw, class_names
 
 
-def _load(
+def load_source(
     name: str, path: str | None, data_files: Any, encoding: str = "utf-8", label_column: str = "label"
 ) -> tuple[str, dict]:
     """(a description of the source for messages, the `datasets` splits as loaded)."""
@@ -185,7 +185,7 @@ def _files_by_split(folder: Path) -> dict[str, list[str]]:
     return files
 
 
-def _our_splits(source: str, dsets: dict, split_names: dict[str, str | None] | None) -> dict:
+def our_splits(source: str, dsets: dict, split_names: dict[str, str | None] | None) -> dict:
     """Rename the loaded splits to train / validation / test (by `split_names`, else by name)."""
     available = list(dsets.keys())
     if split_names:

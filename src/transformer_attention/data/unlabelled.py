@@ -22,7 +22,7 @@ from . import cache
 from .batches import EncodedDataset, collate
 from .datamodule import ReviewDataModule
 from .sampler import BucketBatchSampler
-from .sources import FORMATS, _load, _our_splits
+from .sources import FORMATS, load_source, our_splits
 from .tokenizer import CLS_ID, PAD_ID, cut_at
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def load_texts(source: str, text_column: str = "text") -> list[str]:
     if split != "train" and path is not None:
         return _local_split(where, split, text_column)
     try:
-        described, dsets = _load(name, path, None, label_column=None)  # no labels to check: texts only
+        described, dsets = load_source(name, path, None, label_column=None)  # no labels to check: texts only
     except DataError as err:
         if path is not None or not str(err).startswith(f"data.name={name!r}"):
             raise
@@ -72,7 +72,7 @@ def load_texts(source: str, text_column: str = "text") -> list[str]:
             "pretrain.extra_texts=[../shared/data/imdb] (a folder of train.* files)"
         ) from None
     if split == "train":
-        return _texts(_our_splits(described, dsets, None)["train"], source, text_column)
+        return _texts(our_splits(described, dsets, None)["train"], source, text_column)
     if split not in dsets:
         raise DataError(f"pretrain.extra_texts: {source!r} has no split {split!r}; its splits: {list(dsets)}")
     return _texts(dsets[split], f"{source}:{split}", text_column)
@@ -86,7 +86,7 @@ def _local_split(folder: Path, split: str, text_column: str) -> list[str]:
             f"pretrain.extra_texts: {str(folder)!r} holds no {split}.* data file ({', '.join(sorted(FORMATS))}) for "
             f"'{folder}:{split}': name the file {split}.parquet (or .csv, .json, ...) in that folder"
         )
-    described, dsets = _load("local", None, {split: files}, label_column=None)
+    described, dsets = load_source("local", None, {split: files}, label_column=None)
     return _texts(dsets[split], f"{folder}:{split}", text_column)
 
 
