@@ -27,6 +27,8 @@ from .tokenizer import CLS_ID, PAD_ID, cut_at
 
 log = logging.getLogger(__name__)
 
+WHOLE_TEXT = 1_000_000  # a max_length no text reaches: pretraining reads every text whole
+
 
 def normalized(text: str) -> str:
     """The form in which two texts count as the same: lowercased, whitespace collapsed."""
@@ -191,8 +193,8 @@ class PretrainingData(L.LightningDataModule):
         log.info("pretraining corpus (texts, windows of %d): %s, vocab %d", self.max_length, sizes, self.vocab_size)
 
     def _encode(self, texts: list[str], split: str) -> list[np.ndarray]:
-        whole = 1_000_000  # no truncation: `windows` cuts long texts
-        return cache.encoded(self.data.cache_dir, self.tokenizer, texts, whole, f"tokenizing pretraining {split}")[0]
+        desc = f"tokenizing pretraining {split}"  # no truncation: `windows` cuts long texts
+        return cache.encoded(self.data.cache_dir, self.tokenizer, texts, WHOLE_TEXT, desc)[0]
 
     def train_dataloader(self) -> DataLoader:
         data = self.splits["train"]

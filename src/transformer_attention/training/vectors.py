@@ -25,16 +25,16 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ..data import cache
-from ..data.tokenizer import SPECIAL_TOKENS, cut_at, load_tokenizer
-from ..data.unlabelled import PretrainingData
+from ..data.tokenizer import cut_at, load_tokenizer
+from ..data.unlabelled import WHOLE_TEXT, PretrainingData
 from ..errors import CheckpointError, ConfigError
 from ..files import atomic_write
 from ..model import TransformerClassifier
+from ..pretraining import FIRST_WORD_ID  # [PAD] [UNK] [CLS] [MASK] are no words: never in a sentence, no vector
 
 log = logging.getLogger(__name__)
 
 VECTORS_FILE = "vectors.npz"  # in the run folder of `pretrain.py pretrain.method=skipgram`
-FIRST_WORD_ID = len(SPECIAL_TOKENS)  # [PAD] [UNK] [CLS] [MASK] are no words: never in a sentence, no vector
 
 
 @dataclass(frozen=True)
@@ -207,8 +207,7 @@ def skipgram_vectors(cfg: DictConfig, data: PretrainingData) -> WordVectors:
             "in-domain unlabelled text (more reviews, e.g. pretrain.extra_texts=[../shared/data/imdb]) is what "
             "makes them worth it"
         )
-    whole = 1_000_000  # no truncation: the whole review is context
-    rows, _ = cache.encoded(data.data.cache_dir, tokenizer, texts, whole, "tokenizing the skip-gram corpus")
+    rows, _ = cache.encoded(data.data.cache_dir, tokenizer, texts, WHOLE_TEXT, "tokenizing the skip-gram corpus")
     settings = skipgram_settings(cfg)
     vectors, known = train_vectors(rows, tokenizer.get_vocab_size(), **settings)
     cut_at(tokenizer, data.data.max_length)  # as the classifier's run cuts it
