@@ -20,6 +20,7 @@ from ..files import Busy, hold_lock
 LOCK_NAME = ".run.lock"
 STARTED = time.time()  # when this process imported us: before Hydra made the run folder
 WORK = ("*.ckpt", "events.out.tfevents.*")  # what a run that did some work leaves
+HELD: dict[Path, dict[str, int]] = {}  # a folder this process locked -> its work files then (path -> mtime in ns)
 
 
 class RunDirBusy(CheckpointError):
@@ -30,7 +31,9 @@ def lock_run_dir(folder: str | Path) -> FileLock:
     """Hold `<folder>/.run.lock` until this process ends; a folder another live process holds is a
     RunDirBusy (a CheckpointError) naming that process."""
     try:
-        return hold_lock(Path(folder) / LOCK_NAME, until_exit=True)
+        lock = hold_lock(Path(folder) / LOCK_NAME, until_exit=True)
+        HELD[Path(folder).resolve()] = _work_files(Path(folder))  # what was there before this run did anything
+        return lock
     except Busy as busy:
         raise RunDirBusy(
             f"run folder {Path(folder)} is in use by process {busy.holder}, which is writing to it now (a run "
@@ -57,7 +60,7 @@ def discard_unused(folder: str | Path, own: bool, subdir: str | Path | None = No
         return False
     since = STARTED - 2.0  # file times come from a coarser clock than time.time()
     files = [p for p in folder.rglob("*") if p.is_file()]
-    if check_work and any(p.match(pattern) and p.stat().st_mtime >= since for p in files for pattern in WORK):
+    if check_work and _worked(folder, since):
         return False
     if own and all(p.stat().st_mtime >= since for p in files):
         shutil.rmtree(folder, ignore_errors=True)
@@ -67,3 +70,19 @@ def discard_unused(folder: str | Path, own: bool, subdir: str | Path | None = No
         shutil.rmtree(sub, ignore_errors=True)
         return True
     return False
+
+
+def _work_files(folder: Path) -> dict[str, int]:
+    """The work files (WORK) under `folder` and their modification times in ns."""
+    return {str(p): p.stat().st_mtime_ns for pattern in WORK for p in folder.rglob(pattern) if p.is_file()}
+
+
+def _worked(folder: Path, since: float) -> bool:
+    """Whether this run wrote a work file in `folder`: one that is new or changed since the run locked it (exact,
+    whatever the file system's clock), else, for a folder it never locked, one modified after `since`. The time
+    rule alone misread a run that ended a second before this one started as this run's work."""
+    before = HELD.get(folder.resolve())
+    now = _work_files(folder)
+    if before is not None:
+        return any(before.get(path) != mtime for path, mtime in now.items())
+    return any(mtime >= since * 1e9 for mtime in now.values())
