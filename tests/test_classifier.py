@@ -143,3 +143,46 @@ def test_overfits_one_batch():
     with torch.no_grad():
         preds = model.eval()(b["input_ids"], b["attention_mask"]).logits.argmax(-1)
     assert torch.equal(preds, b["labels"])
+
+
+# ---- the head mask: what head importance (analysis/heads.py) masks heads with ----------------------------
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_a_head_mask_of_ones_gives_bit_equal_logits(impl: str, pooling: str):
+    model = make_model(pooling=pooling, attention_impl=impl)
+    ids = batch([6, 3, 8], 8)
+    with torch.no_grad():
+        plain = model(ids).logits
+        for ones in (torch.ones(2, 4), torch.ones(2, 4, dtype=torch.bool), torch.ones(3, 2, 4)):
+            assert torch.equal(model(ids, head_mask=ones).logits, plain)
+
+
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+def test_masking_a_head_equals_zeroing_its_slice_of_the_output_projection(impl: str):
+    """Head h's output enters w_o through the input columns h*Dk..(h+1)*Dk: masking the head must equal a model
+    whose w_o has those columns at zero (the oracle), and differ from the unmasked model."""
+    model = make_model(attention_impl=impl, pooling="mean")
+    ids = batch([6, 3, 8], 8)
+    head_mask = torch.ones(2, 4)
+    head_mask[1, 2] = 0
+    oracle = make_model(attention_impl=impl, pooling="mean")
+    with torch.no_grad():
+        oracle.encoder.layers[1].self_attn.w_o.weight[:, 2 * 4 : 3 * 4] = 0
+        masked, expected, plain = model(ids, head_mask=head_mask).logits, oracle(ids).logits, model(ids).logits
+    torch.testing.assert_close(masked, expected, rtol=0, atol=1e-6)
+    assert (masked - plain).abs().max() > 1e-3
+    # per-row masks: row 1 masked, rows 0 and 2 not
+    rows = torch.ones(3, 2, 4)
+    rows[1] = head_mask
+    with torch.no_grad():
+        mixed = model(ids, head_mask=rows).logits
+    torch.testing.assert_close(mixed[[0, 2]], plain[[0, 2]], rtol=0, atol=0)
+    torch.testing.assert_close(mixed[1], expected[1], rtol=0, atol=1e-6)
+
+
+def test_a_head_mask_of_the_wrong_shape_names_the_shapes():
+    model = make_model()
+    with pytest.raises(ValueError, match=r"head_mask of shape \(3, 4\) does not fit 2 layers"):
+        model(batch([4], 4), head_mask=torch.ones(3, 4))
+    with pytest.raises(ValueError, match=r"head_mask of shape \(5,\) does not fit 4 heads"):
+        model(batch([4], 4), head_mask=torch.ones(2, 5))

@@ -26,7 +26,7 @@ from .data.batches import collate
 from .data.labels import names_or_ids
 from .data.tokenizer import PAD_ID, UNK_ID, encode, load_tokenizer
 from .errors import InputError
-from .module import ClassifierModule
+from .module import ClassifierModule, evaluating
 
 log = logging.getLogger(__name__)
 
@@ -53,18 +53,12 @@ def infer(
     batch padded with `pad_id` to its longest row and masked; one RowOutput per row, in order."""
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be >= 1 (or None: all rows in one batch)")
-    modes = {m: m.training for m in model.modules()}  # restored exactly, frozen parts included
-    model.eval()
-    try:
-        with torch.no_grad():
-            step = batch_size or max(len(ids), 1)
-            results: list[RowOutput] = []
-            for start in range(0, len(ids), step):
-                results += _batch(model, ids[start : start + step], pad_id=pad_id, need_weights=need_weights)
-            return results
-    finally:
-        for m, training in modes.items():
-            m.train(training)
+    with evaluating(model), torch.no_grad():  # every submodule's mode restored, frozen parts included
+        step = batch_size or max(len(ids), 1)
+        results: list[RowOutput] = []
+        for start in range(0, len(ids), step):
+            results += _batch(model, ids[start : start + step], pad_id=pad_id, need_weights=need_weights)
+        return results
 
 
 def _batch(model: nn.Module, rows: Sequence[Sequence[int]], *, pad_id: int, need_weights: bool) -> list[RowOutput]:

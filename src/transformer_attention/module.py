@@ -7,8 +7,10 @@ checkpoint that rebuilds the model (tokenizer and label names included) on its o
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -121,8 +123,14 @@ class ClassifierModule(EncoderModule):
         self.test_metrics = _metrics(num_classes, "test/")
         self.val_acc_best = MaxMetric()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, need_weights: bool = False):
-        return self.net(input_ids, attention_mask, need_weights=need_weights)
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        head_mask: torch.Tensor | None = None,
+    ):
+        return self.net(input_ids, attention_mask, need_weights=need_weights, head_mask=head_mask)
 
     def model_step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         logits = self.net(batch["input_ids"], batch["attention_mask"]).logits  # (B, C)
@@ -179,3 +187,16 @@ def param_groups(module: torch.nn.Module, factory: Any) -> list[dict]:
         if p.requires_grad:
             (decay if p.dim() >= 2 and "embedding" not in name else no_decay).append(p)
     return [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+@contextlib.contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """Run `model` in eval mode (no dropout), then put every submodule back in the mode it was in, frozen
+    (eval-mode) parts of a training model included, even when the body raises."""
+    modes = {m: m.training for m in model.modules()}
+    model.eval()
+    try:
+        yield model
+    finally:
+        for m, training in modes.items():
+            m.train(training)

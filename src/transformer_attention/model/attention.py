@@ -95,11 +95,15 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         need_weights: bool = True,
+        head_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """query (B, Tq, D), key and value (B, Tk, D): key None means self-attention (key = value =
         query), value None means value = key. mask: broadcastable to (B, H, Tq, Tk).
+        head_mask: (H,) or (B, H), True / 1 = the head takes part; each head's output is multiplied by
+        its entry before the heads are merged (0 masks it out; a float gate can carry a gradient).
 
-        Returns out (B, Tq, D) and, when `need_weights`, the weights (B, H, Tq, Tk) before dropout.
+        Returns out (B, Tq, D) and, when `need_weights`, the weights (B, H, Tq, Tk) before dropout (as
+        computed, also for a masked head).
         """
         q, k, v = (self._split_heads(t) for t in self._project(query, key, value))  # (B, H, T, Dk)
         B, _, Tq, _ = q.shape
@@ -110,8 +114,22 @@ class MultiHeadAttention(nn.Module):
         else:
             p = self.dropout.p if self.training else 0.0
             out = FAST_PATHS[self.attention_impl](q, k, v, mask, dropout_p=p)
+        if head_mask is not None:
+            out = out * head_gates(head_mask, B, self.num_heads).to(out.dtype)  # (B, H, Tq, Dk)
         out = out.transpose(1, 2).reshape(B, Tq, self.d_model)  # (B, Tq, D): the heads side by side
         return self.w_o(out), (weights if need_weights else None)
+
+
+def head_gates(head_mask: torch.Tensor, B: int, H: int) -> torch.Tensor:
+    """A (H,) or (B, H) head mask as (B|1, H, 1, 1), to multiply the heads' outputs (B, H, Tq, Dk) with."""
+    shape = tuple(head_mask.shape)
+    if shape == (H,):
+        return head_mask[None, :, None, None]  # (1, H, 1, 1)
+    if len(shape) == 2 and shape[1] == H and shape[0] in (1, B):
+        return head_mask[:, :, None, None]  # (B|1, H, 1, 1)
+    raise ValueError(
+        f"head_mask of shape {shape} does not fit {H} heads and a batch of {B}: expected (H,)={(H,)} or (B, H)={(B, H)}"
+    )
 
 
 def _fused_linear(x: torch.Tensor, linears: tuple[nn.Linear, ...]) -> tuple[torch.Tensor, ...]:

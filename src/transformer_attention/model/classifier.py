@@ -67,16 +67,23 @@ class TransformerClassifier(nn.Module):
             use_fast_dropout(self)  # the same dropout from half the random numbers (dropout.py)
 
     def forward(
-        self, tokens: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+        self,
+        tokens: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        head_mask: torch.Tensor | None = None,
     ) -> ClassifierOutput:
-        """tokens (B, T) long; mask (B, T) bool, True = real token (built from pad_id if None)."""
+        """tokens (B, T) long; mask (B, T) bool, True = real token (built from pad_id if None);
+        head_mask (L, H) or (B, L, H): 1 = the head takes part, 0 = its output is masked out."""
         if mask is None:
             mask = padding_mask(tokens, self.pad_id)  # (B, T)
         cls = self.config.pooling == "cls"
         # [CLS] pooling reads one row of the last layer: compute that row alone there (the maps
         # for need_weights want every row)
         last_rows = 1 if cls and not need_weights else None
-        x, attentions = self.encode(tokens, mask, need_weights=need_weights, last_rows=last_rows)  # (B, T|1, D)
+        x, attentions = self.encode(
+            tokens, mask, need_weights=need_weights, last_rows=last_rows, head_mask=head_mask
+        )  # (B, T|1, D)
         if cls:
             pooled = x[:, 0]  # (B, D): the [CLS] token
         else:
@@ -85,13 +92,18 @@ class TransformerClassifier(nn.Module):
         return ClassifierOutput(self.head(pooled), attentions)
 
     def encode(
-        self, tokens: torch.Tensor, mask: torch.Tensor, need_weights: bool = False, last_rows: int | None = None
+        self,
+        tokens: torch.Tensor,
+        mask: torch.Tensor,
+        need_weights: bool = False,
+        last_rows: int | None = None,
+        head_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
         """Every token's vector from the last layer, (B, T, D) (the first `last_rows` rows only, if given):
         what the head pools, and what masked-language-model pretraining (pretraining.py) predicts words from."""
         x = self.embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T, D)
         x = self.pos_encoder(x)
-        return self.encoder(x, mask=mask, need_weights=need_weights, last_rows=last_rows)
+        return self.encoder(x, mask=mask, need_weights=need_weights, last_rows=last_rows, head_mask=head_mask)
 
 
 def _with_settings(config: EncoderConfig, settings: dict[str, Any]) -> EncoderConfig:

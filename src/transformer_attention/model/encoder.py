@@ -50,15 +50,22 @@ class TransformerEncoderLayer(nn.Module):
         self.activation = getattr(F, activation)  # F.relu or F.gelu
         self.norm_first = norm_first
 
-    def _sa_block(self, x: torch.Tensor, mask: torch.Tensor | None, need_weights: bool, rows: int | None):
+    def _sa_block(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        need_weights: bool,
+        rows: int | None,
+        head_mask: torch.Tensor | None = None,
+    ):
         """Self-attention of the first `rows` positions (all when None) to every position."""
         if rows is None:
-            out, weights = self.self_attn(x, mask=mask, need_weights=need_weights)
+            out, weights = self.self_attn(x, mask=mask, need_weights=need_weights, head_mask=head_mask)
         else:
             B, T, _ = x.shape
             mask = expand_mask(mask, B, T, T)  # (B|1, 1|H, T|1, T)
             mask = None if mask is None else mask[..., :rows, :]  # (B|1, 1|H, rows|1, T)
-            out, weights = self.self_attn(x[:, :rows], x, mask=mask, need_weights=need_weights)
+            out, weights = self.self_attn(x[:, :rows], x, mask=mask, need_weights=need_weights, head_mask=head_mask)
         return self.dropout1(out), weights
 
     def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
@@ -70,19 +77,21 @@ class TransformerEncoderLayer(nn.Module):
         mask: torch.Tensor | None = None,
         need_weights: bool = False,
         rows: int | None = None,
+        head_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """src (B, T, D) -> (B, T, D), and weights (B, H, T, T) when asked.
 
         `rows`: compute only the first `rows` positions' outputs, (B, rows, D), still attending
         to every key; a classifier's last layer needs the [CLS] row alone.
+        `head_mask`: (H,) or (B, H), 1 = the head takes part, 0 = its output is masked out (MultiHeadAttention).
         """
         x = src  # x[:, :rows] below is x itself when rows is None
         if self.norm_first:
-            sa, weights = self._sa_block(self.norm1(x), mask, need_weights=need_weights, rows=rows)
+            sa, weights = self._sa_block(self.norm1(x), mask, need_weights=need_weights, rows=rows, head_mask=head_mask)
             x = x[:, :rows] + sa  # (B, rows|T, D)
             x = x + self._ff_block(self.norm2(x))
         else:
-            sa, weights = self._sa_block(x, mask, need_weights=need_weights, rows=rows)
+            sa, weights = self._sa_block(x, mask, need_weights=need_weights, rows=rows, head_mask=head_mask)
             x = self.norm1(x[:, :rows] + sa)  # (B, rows|T, D)
             x = self.norm2(x + self._ff_block(x))
         return x, weights
@@ -102,17 +111,26 @@ class TransformerEncoder(nn.Module):
         mask: torch.Tensor | None = None,
         need_weights: bool = False,
         last_rows: int | None = None,
+        head_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
         """src (B, T, D) -> (B, T, D), and one (B, H, T, T) weight tensor per layer when asked.
 
         `last_rows`: the last layer computes only the first `last_rows` positions, (B, last_rows, D).
+        `head_mask`: (L, H) or (B, L, H) for L layers, 1 = the head takes part, 0 = masked out.
         """
         B, T, _ = src.shape
         mask = expand_mask(mask, B, T, T)  # once per batch, not once per layer: (B|1, 1|H, T|1, T)
+        L = len(self.layers)
+        if head_mask is not None and (head_mask.dim() not in (2, 3) or head_mask.shape[-2] != L):
+            raise ValueError(
+                f"head_mask of shape {tuple(head_mask.shape)} does not fit {L} layers: expected (L, H) or (B, L, H) "
+                f"with L={L}"
+            )
         x, attentions = src, []
         for i, layer in enumerate(self.layers):
-            rows = last_rows if i == len(self.layers) - 1 else None
-            x, weights = layer(x, mask=mask, need_weights=need_weights, rows=rows)
+            rows = last_rows if i == L - 1 else None
+            gates = None if head_mask is None else head_mask[..., i, :]  # (H,) or (B, H)
+            x, weights = layer(x, mask=mask, need_weights=need_weights, rows=rows, head_mask=gates)
             attentions.append(weights)
         if self.norm is not None:
             x = self.norm(x)
