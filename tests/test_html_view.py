@@ -20,11 +20,14 @@ from conftest import ROOT, entry_env
 from omegaconf import OmegaConf
 from test_checkpoint import save_like_lightning, tiny_module
 
+from transformer_attention.analysis.report import PAGE_METHODS, explain_rows
+from transformer_attention.data import load_tokenizer
 from transformer_attention.errors import ConfigError
 from transformer_attention.inference import Prediction, predict
 from transformer_attention.plotting import attention_rollout
 from transformer_attention.plotting.html import MIN_WEIGHT, attention_html, read_attention_data, save_attention_html
 from transformer_attention.tasks.predict import attention_formats, main
+from transformer_attention.training.checkpoint import load_module
 
 TEXT = "the acting was not bad at all"
 SVG_NS = "http://www.w3.org/2000/svg"  # the one URL-like string allowed: a namespace name, never fetched
@@ -143,6 +146,24 @@ def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str):
         assert data["tokens"] == pred.tokens
         np.testing.assert_allclose(np.array(data["layers"][1]), pred.attentions[1].numpy(), atol=1e-4)
         assert ("attention_png" in record) == (choice == "both")
+        # the word attributions view: every method's value per token, and its faithfulness on this text
+        assert list(data["attributions"]) == list(PAGE_METHODS)
+        assert all(len(values) == len(pred.tokens) for values in data["attributions"].values())
+        assert set(data["faithfulness"]) == set(PAGE_METHODS)
+        assert set(data["faithfulness"]["rollout"]) == {"comprehensiveness", "sufficiency", "aopc"}
+        assert "replaced by [MASK]" in data["faithfulness_note"]
+    module = load_module(ckpt)
+    tok = load_tokenizer(module.tokenizer_json)
+    rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
+    explained, _ = explain_rows(module.net, rows, tok, {})
+    data = inlined_data(Path(records[1]["attention_html"]).read_text(encoding="utf-8"))
+    np.testing.assert_allclose(
+        data["attributions"]["leave_one_out"], explained[1].attributions["leave_one_out"], rtol=1e-3
+    )
+    np.testing.assert_allclose(data["attributions"]["attention"], explained[1].attributions["attention"], rtol=1e-3)
+    assert data["faithfulness"]["attention"]["aopc"] == pytest.approx(
+        explained[1].scores["attention"]["aopc"], abs=1e-5
+    )
 
 
 def test_predict_entry_rejects_an_unknown_choice_in_one_line(tmp_path: Path):
@@ -382,3 +403,71 @@ def test_the_model_view_shows_every_head_and_opens_the_one_clicked(browser, tmp_
     assert browser.js("document.getElementById('layer').value") == "rollout"
     browser.move_to("g.token.left[data-index='0'] rect")
     assert_drawn(browser.lines(), expected_lines({"rollout": maps["rollout", "rollout"]}, 0), 0)
+
+
+@pytest.mark.slow
+def test_the_word_attributions_view_colours_each_word_by_the_method_picked(browser, tmp_path: Path):
+    tokens = ["[CLS]", "not", "<b>bad</b>", "at", "all"]
+    attentions = [torch.rand(2, 5, 5).softmax(-1)]
+    attributions = {
+        "attention": [0.2, 0.1, 0.4, 0.05, 0.25],
+        "integrated_gradients": [0.0, 1.5, -3.0, 0.3, 0.0],
+        "leave_one_out": [0.0, 0.02, 0.5, -0.01, 0.0],
+    }
+    scores = {
+        m: {"comprehensiveness": 0.5 + i / 10, "sufficiency": 0.1, "aopc": 0.4} for i, m in enumerate(attributions)
+    }
+    page = save_attention_html(
+        tmp_path / "view.html", tokens, attentions, attributions=attributions, faithfulness=scores,
+        faithfulness_note="words replaced by [MASK]",
+    )  # fmt: skip
+    browser.open(page.as_uri())
+    assert browser.js("document.getElementById('mode-words').hidden") is False
+    browser.click("#mode-words")
+    assert browser.js(
+        "[document.getElementById('head-view').hidden, document.getElementById('words-view').hidden]"
+    ) == [
+        True,
+        False,
+    ]
+    words = (
+        "Array.from(document.querySelectorAll('#words span.word'), e => [e.textContent, e.dataset.method, "
+        "Number(e.dataset.value), getComputedStyle(e).backgroundColor])"
+    )
+
+    def rgba(colour: str) -> list[float]:
+        return [float(v) for v in colour[colour.index("(") + 1 : -1].split(",")] + ([1.0] if colour[3] != "a" else [])
+
+    shown = browser.js(words)  # Integrated Gradients first: it is there
+    assert [w[0] for w in shown] == tokens and {w[1] for w in shown} == {"integrated_gradients"}
+    assert [w[2] for w in shown] == attributions["integrated_gradients"]
+    colours = [rgba(w[3]) for w in shown]
+    assert colours[2][:3] == [255, 127, 14] and colours[2][3] == pytest.approx(1.0)  # the strongest: against, full
+    assert colours[1][:3] == [31, 119, 180] and colours[1][3] == pytest.approx(0.5, abs=1e-3)  # 1.5 / 3, towards
+    assert colours[0][3] == 0  # [CLS] is never coloured
+    rows = (
+        "Array.from(document.querySelectorAll('#faithfulness tr[data-method]'), r => [r.dataset.method, r.className])"
+    )
+    assert browser.js(rows) == [[m, "current" if m == "integrated_gradients" else ""] for m in attributions]
+    cells = browser.js(
+        "Array.from(document.querySelectorAll('#faithfulness tr[data-method=attention] td'), c => c.textContent)"
+    )
+    assert cells == ["attention (last layer)", "0.500", "0.100", "0.400"]
+
+    browser.click("#method-leave_one_out")
+    shown = browser.js(words)
+    assert {w[1] for w in shown} == {"leave_one_out"} and [w[2] for w in shown] == attributions["leave_one_out"]
+    assert rgba(shown[2][3])[3] == pytest.approx(1.0) and rgba(shown[1][3])[3] == pytest.approx(0.04, abs=1e-3)
+    browser.move_to("#words span.word[data-index='2']")
+    assert (
+        browser.js("document.getElementById('word-readout').textContent")
+        == "leave-one-out: \u201c<b>bad</b>\u201d 0.500"
+    )
+
+    browser.js("location.hash = 'view=words&method=attention'")  # the hash picks the view and the method
+    browser.wait_for("document.querySelector('#words span.word').dataset.method === 'attention'")
+    assert [w[2] for w in browser.js(words)] == attributions["attention"]
+
+    plain = save_attention_html(tmp_path / "plain.html", tokens, attentions)  # no attributions: no tab
+    browser.open(plain.as_uri())
+    assert browser.js("document.getElementById('mode-words').hidden") is True

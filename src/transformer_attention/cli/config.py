@@ -18,6 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ..analysis.settings import ExplainConfig, check_analyses, check_explain
 from ..data.settings import check_data_settings
 from ..errors import ConfigError
 from ..model.config import EncoderConfig, check_encoder, closest
@@ -40,8 +41,10 @@ class ModelConfig(EncoderConfig):
 
 
 def register_schemas() -> None:
-    """Make `ModelConfig` the schema `conf/model/*.yaml` start from (their `defaults: [schema]`)."""
+    """Make `ModelConfig` and `ExplainConfig` the schemas `conf/model/*.yaml` and `conf/explain/*.yaml` start
+    from (their `defaults: [schema]`)."""
     ConfigStore.instance().store(group="model", name="schema", node=ModelConfig)
+    ConfigStore.instance().store(group="explain", name="schema", node=ExplainConfig)
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -74,6 +77,11 @@ def check_config(cfg: DictConfig) -> None:
         check_trainer(_values(pretrain.trainer), prefix="pretrain.trainer.")
     check_run(_values(cfg))
     check_loggers(_values(cfg.get("logger")))
+    check_explain(_values(cfg.get("explain")))
+    check_analyses(cfg.get("analysis"))
+    analysis_callback = _values(cfg.get("callbacks")).get("model_analysis")
+    if isinstance(analysis_callback, dict):
+        check_analyses(analysis_callback.get("analyses"), key="callbacks.model_analysis.analyses")
     if HydraConfig.initialized():
         hydra = HydraConfig.get()
         check_added_keys(cfg, list(hydra.overrides.task), groups=list(hydra.runtime.choices))

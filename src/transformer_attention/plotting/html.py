@@ -8,8 +8,10 @@ lists the top five of each head. The head mean and the attention rollout (rollou
 view. Click a token to pin it. Model view: every layer x head as a small query x key map on one 0-1 colour
 scale; clicking a map opens that layer and head alone in the head view. The page is package data (page.html,
 page.css, page.js beside this module); each page inlines them and the weights (as JSON), so it opens from disk
-in any browser. The URL hash picks the initial view: `page.html#layer=1&heads=0,2&token=4` (`layer=rollout`,
-`mean=1` for the head mean, `key=3` to pin a key, `view=model`).
+in any browser. Word attributions view (when given them): the text, each word coloured by the attribution of
+the method picked (attention, rollout, Integrated Gradients, leave-one-out: analysis/), and each method's
+faithfulness on the text. The URL hash picks the initial view: `page.html#layer=1&heads=0,2&token=4`
+(`layer=rollout`, `mean=1` for the head mean, `key=3` to pin a key, `view=model`, `view=words&method=rollout`).
 
 Everything that comes from the text is escaped: tokens travel in the JSON with `<`, `>`, `&` and `/`
 written as `\\u003c`... (so no token can close the script tag), and they reach the page through
@@ -22,7 +24,7 @@ import functools
 import html
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -46,11 +48,16 @@ def attention_html(
     rollout: bool = True,
     residual: float = 0.5,
     max_tokens: int | None = MAX_HTML_TOKENS,
+    attributions: Mapping[str, Sequence[float]] | None = None,
+    faithfulness: Mapping[str, Mapping[str, float]] | None = None,
+    faithfulness_note: str | None = None,
 ) -> str:
     """The page for one text: `tokens` (T strings) and `attentions`, one (H, T, T) map per layer with
     padding cut off (what `predict(..., need_weights=True)` gives). `rollout` adds the attention rollout
     over all layers (with `residual`, computed on the whole text before any cut) as a choice of the layer
-    selector. Texts longer than `max_tokens` are cut to their first `max_tokens` tokens; the page says so."""
+    selector. Texts longer than `max_tokens` are cut to their first `max_tokens` tokens; the page says so.
+    `attributions` (method -> one value per token) add the word attributions view, with each method's
+    `faithfulness` on this text (method -> comprehensiveness, sufficiency, aopc) under it and the note."""
     if not attentions:
         raise ValueError("attention_html needs at least one layer's attention, got none")
     layers, shown = [], list(tokens)
@@ -71,6 +78,17 @@ def attention_html(
         "min_weight": MIN_WEIGHT,
         "note": cut_note(n, len(tokens)),
     }
+    if attributions:
+        for method, values in attributions.items():
+            if len(values) != len(tokens):
+                raise ValueError(f"attributions[{method!r}] has {len(values)} values for {len(tokens)} tokens")
+        data["attributions"] = {m: [float(f"{float(v):.4g}") for v in values[:n]] for m, values in attributions.items()}
+        data["faithfulness"] = (
+            {m: {k: round(float(v), DECIMALS) for k, v in s.items()} for m, s in faithfulness.items()}
+            if faithfulness
+            else None
+        )
+        data["faithfulness_note"] = faithfulness_note or ""
     if rollout:
         full = attention_rollout(attentions, residual=residual)[:n, :n]  # (n, n), over the whole text
         data["rollout"] = np.round(full.astype(np.float64), DECIMALS).tolist()

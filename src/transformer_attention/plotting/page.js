@@ -6,7 +6,9 @@
    Head view: each series (a head, the head mean, or the rollout) owns a fixed column of blocks beside
    each token, fill opacity = weight, so heads never cover one another; lines are opaque (no colour that
    is not in the legend) and drawn thickest first, so a thin line always lies on top of a thick one.
-   Model view: one small query x key heat map per layer and head, on one 0 to 1 colour scale. */
+   Model view: one small query x key heat map per layer and head, on one 0 to 1 colour scale.
+   Word attributions (when the page carries them): the text, each word coloured by the picked method's
+   attribution (data-method, data-value), and each method's faithfulness on this text in a table. */
 (function () {
   "use strict";
   var SVG_NS = "http://www.w3.org/2000/svg";
@@ -18,7 +20,13 @@
   var tokens = data.tokens, T = tokens.length, L = data.layers.length, H = data.layers[0].length;
   var SLOTS = H + 1;  /* one block column per head, and one for the mean */
   var MAP_PX = Math.max(1, Math.floor(120 / T));  /* pixels per token in a model view cell */
-  var state = { view: "head", layer: "0", heads: [], mean: false, hover: null, pin: { side: "query", index: 0 } };
+  var state = { view: "head", layer: "0", heads: [], mean: false, hover: null, pin: { side: "query", index: 0 },
+    method: null };
+  var METHOD_NAMES = { attention: "attention (last layer)", rollout: "rollout", integrated_gradients:
+    "Integrated Gradients", grad_x_input: "gradient x input", leave_one_out: "leave-one-out", random: "random" };
+  var FOR = [31, 119, 180], AGAINST = [255, 127, 14];  /* blue: towards the predicted class, orange: against */
+  var methods = data.attributions ? Object.keys(data.attributions) : [];
+  var wordSpans = [];
   var i;
   for (i = 0; i < H; i++) { state.heads.push(true); }
 
@@ -177,6 +185,66 @@
       RAMP.map(function (stop) { return "rgb(" + stop[1].join(",") + ") " + 100 * stop[0] + "%"; }).join(", ") + ")";
   }
 
+  function methodName(m) { return METHOD_NAMES.hasOwnProperty(m) ? METHOD_NAMES[m] : m; }
+
+  function buildWords() {
+    var box = document.getElementById("methods"), words = document.getElementById("words"), t, row, table;
+    var hint = document.getElementById("word-readout"), measures = ["comprehensiveness", "sufficiency", "aopc"];
+    if (!methods.length) { return; }
+    state.method = methods.indexOf("integrated_gradients") >= 0 ? "integrated_gradients" : methods[0];
+    document.getElementById("mode-words").hidden = false;
+    document.getElementById("mode-words").addEventListener("click", function () { state.view = "words"; draw(); });
+    methods.forEach(function (m) {
+      var label = html("label", "", "", box), radio = html("input", "", "", label);
+      radio.type = "radio";
+      radio.name = "method";
+      radio.id = "method-" + m;
+      radio.addEventListener("change", function () { state.method = m; draw(); });
+      label.appendChild(document.createTextNode(" " + methodName(m)));
+    });
+    for (t = 0; t < T; t++) {
+      var span = html("span", "word", tokens[t], words);
+      span.setAttribute("data-index", String(t));
+      span.addEventListener("mouseenter", (function (tt) {
+        return function () {
+          var v = data.attributions[state.method][tt];
+          hint.textContent = tt === 0 ? "\u201c" + tokens[tt] + "\u201d is kept in every test: not ranked" :
+            methodName(state.method) + ": \u201c" + tokens[tt] + "\u201d " + v.toPrecision(3);
+        };
+      })(t));
+      wordSpans.push(span);
+    }
+    if (!data.faithfulness) { return; }
+    table = document.getElementById("faithfulness");
+    row = html("tr", "", "", table);
+    ["method", "comprehensiveness", "sufficiency", "AOPC"].forEach(function (name) { html("th", "", name, row); });
+    methods.forEach(function (m) {
+      var scores = data.faithfulness[m];
+      if (!scores) { return; }
+      row = html("tr", "", "", table);
+      row.setAttribute("data-method", m);
+      html("td", "", methodName(m), row);
+      measures.forEach(function (key) { html("td", "", scores[key].toFixed(3), row); });
+    });
+    if (data.faithfulness_note) { html("caption", "", data.faithfulness_note, table); }
+  }
+
+  function drawWords() {
+    var values = data.attributions[state.method], top = 0, t;
+    for (t = 1; t < T; t++) { top = Math.max(top, Math.abs(values[t])); }
+    wordSpans.forEach(function (span, tt) {
+      var v = values[tt], a = tt === 0 || top === 0 ? 0 : Math.abs(v) / top, c = v >= 0 ? FOR : AGAINST;
+      span.style.background = "rgba(" + c.join(",") + "," + a.toFixed(3) + ")";
+      span.style.color = a > 0.55 ? "#fff" : "#222";
+      span.setAttribute("data-method", state.method);
+      span.setAttribute("data-value", String(v));
+    });
+    methods.forEach(function (m) { document.getElementById("method-" + m).checked = m === state.method; });
+    Array.prototype.forEach.call(document.querySelectorAll("#faithfulness tr[data-method]"), function (row) {
+      row.className = row.getAttribute("data-method") === state.method ? "current" : "";
+    });
+  }
+
   function openCell(layer, head) {
     var h;
     state.layer = layer;
@@ -283,10 +351,11 @@
 
   function draw() {
     var focus = state.hover || state.pin, all = series(), rollout = state.layer === "rollout", h;
-    document.getElementById("head-view").hidden = state.view !== "head";
-    document.getElementById("model-view").hidden = state.view !== "model";
-    document.getElementById("mode-head").className = state.view === "head" ? "tab on" : "tab";
-    document.getElementById("mode-model").className = state.view === "model" ? "tab on" : "tab";
+    ["head", "model", "words"].forEach(function (view) {
+      document.getElementById(view + "-view").hidden = state.view !== view;
+      document.getElementById("mode-" + view).className = state.view === view ? "tab on" : "tab";
+    });
+    if (state.method) { drawWords(); }
     for (h = 0; h < H; h++) { document.getElementById("head-" + h).checked = state.heads[h]; }
     document.getElementById("head-mean").checked = state.mean;
     Array.prototype.forEach.call(headBox.querySelectorAll("input"), function (box) {
@@ -310,7 +379,10 @@
       t = Number(kv[1]);
       if (kv[0] === "layer" && (kv[1] === "rollout" ? data.rollout : t < L)) { state.layer = kv[1]; }
       if (kv[0] === "mean") { state.mean = kv[1] === "1"; }
-      if (kv[0] === "view" && (kv[1] === "head" || kv[1] === "model")) { state.view = kv[1]; }
+      if (kv[0] === "view" && (kv[1] === "head" || kv[1] === "model" || (kv[1] === "words" && state.method))) {
+        state.view = kv[1];
+      }
+      if (kv[0] === "method" && methods.indexOf(kv[1]) >= 0) { state.method = kv[1]; }
       if ((kv[0] === "token" || kv[0] === "key") && t >= 0 && t < T) {
         state.pin = { side: kv[0] === "key" ? "key" : "query", index: t };
       }
@@ -326,6 +398,7 @@
   buildControls();
   buildTokens();
   buildModel();
+  buildWords();
   fromHash();
   window.addEventListener("hashchange", function () { fromHash(); draw(); });
   draw();

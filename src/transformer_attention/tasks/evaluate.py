@@ -2,14 +2,22 @@
 and labels.
 
 The same `ClassifierModule.test_step` as training runs, so the metrics (`test/acc`, `test/f1`, `test/loss`)
-are the ones training reported, and they go to TensorBoard in this run's own folder.
+are the ones training reported, and they go to TensorBoard in this run's own folder. With `analysis=heads`,
+`analysis=faithfulness` or both, it also measures which heads (on validation) and which words (on test, or
+`explain.split`) matter (analysis/): PNG, JSON and a table in `<run>/analysis/`, TensorBoard's `explain/` tags,
+and a summary on the console. Their inputs are checked against the data before the test runs.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import lightning as L
 from omegaconf import DictConfig
 
+from ..analysis.report import HEADS_SPLIT, Analysis, plan, run_analyses
+from ..callbacks.analysis import log_analysis
+from ..callbacks.sinks import image_loggers
 from ..errors import CheckpointError
 from ..training.builders import TrainerBuilder, build_data, build_loggers, instantiate_group, logged_metrics
 from ..training.checkpoint import load_module
@@ -19,8 +27,9 @@ from ..training.metrics import format_metrics, save_metrics
 TEST_SPLIT_FIX = "evaluate.py tests the test split: give the data one (a test.* file, data.data_files.test)"
 
 
-def evaluate(cfg: DictConfig) -> dict[str, float]:
-    """Test `cfg.ckpt_path` on `cfg.data`'s test split; returns every logged metric as a float."""
+def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
+    """Test `cfg.ckpt_path` on `cfg.data`'s test split, then run the analyses `cfg.analysis` names; returns every
+    logged metric as a float, and what the analyses found (None when none was asked for)."""
     if not cfg.get("ckpt_path"):
         raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
     module = load_module(cfg.ckpt_path)
@@ -36,17 +45,30 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     )
     datamodule.require_split("test", fix=TEST_SPLIT_FIX)
     datamodule.setup("test")  # the data is read and checked against the checkpoint before the trainer starts
+    sizes = {split: len(cols["text"]) for split, cols in datamodule.raw.items()}
+    chosen = plan(cfg.get("analysis"), cfg.get("explain"), sizes, split="test")  # before any work
+    if HEADS_SPLIT in chosen.splits:
+        datamodule.setup("validate")  # tokenized too: the test split already is
     callbacks, loggers = instantiate_group(cfg.get("callbacks")), build_loggers(cfg.get("logger"))
     # precision=auto picks a training precision by timing training steps: a test runs in fp32
     trainer = TrainerBuilder(cfg.trainer, callbacks, loggers).trainer
     log_run(trainer.loggers, cfg)  # no metrics: train runs define HPARAMS' columns
     trainer.test(module, datamodule=datamodule, verbose=False)  # one table: the run's own
-    return logged_metrics(trainer)
+    if not chosen.names:
+        return logged_metrics(trainer), None
+    result = run_analyses(module.net, chosen, splits=datamodule.splits, tokenizer=datamodule.tokenizer)
+    images = result.images()
+    result.write(Path(cfg.paths.output_dir) / "analysis", images)
+    log_analysis(image_loggers(trainer.loggers), result, trainer.global_step, images)
+    return logged_metrics(trainer), result
 
 
 def main(cfg: DictConfig) -> dict[str, float]:
-    """Evaluate and print the test metrics."""
-    metrics = evaluate(cfg)
+    """Evaluate and print the test metrics (and the analyses' summary)."""
+    metrics, analysis = evaluate(cfg)
     save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
     print(f"test metrics of {cfg.ckpt_path} ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
+    if analysis is not None:
+        print("\n".join(analysis.summary()))
+        print(f"analysis: {Path(cfg.paths.output_dir) / 'analysis'} (PNG, JSON; TensorBoard: explain/)")
     return metrics

@@ -3,7 +3,8 @@
 Texts come from `text=`, `texts=[...]`, `text_file=` (`-` is stdin); it prints one line per text, writes
 `predictions.jsonl` and, with `save_attention=true` (or `png`), one attention PNG per text and layer (every head
 in its own panel) and the rollout in the run folder; `save_attention=html` writes one interactive page per text
-instead (plotting/html.py), `both` writes both.
+instead (plotting/html.py), with each word's attribution by attention, rollout, Integrated Gradients and
+leave-one-out and their faithfulness on that text (analysis/, settings explain.*); `both` writes both.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from ..analysis.faithfulness import Explained
+from ..analysis.report import explain_rows
+from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError, InputError, printable
 from ..inference import Prediction, predict
 from ..plotting import plot_rollout, save_attention_html, save_attention_png
@@ -87,14 +91,28 @@ def save_rollout_png(pred: Prediction, folder: Path, index: int, pooling: str = 
     return path
 
 
-def save_attention_page(pred: Prediction, folder: Path, index: int) -> Path:
-    """The interactive attention view of one prediction (every layer, head and the rollout): `<folder>/<index>.html`."""
+def save_attention_page(
+    pred: Prediction, folder: Path, index: int, explained: Explained | None = None, removal: str = ""
+) -> Path:
+    """The interactive attention view of one prediction (every layer, head and the rollout) and, when `explained`,
+    its word attributions with their faithfulness on this text: `<folder>/<index>.html`."""
     probs = ", ".join(f"{name} {prob:.2f}" for name, prob in pred.probabilities.items())
+    words = {}
+    if explained is not None:
+        k = ", ".join(m.split("@")[1] for m in next(iter(explained.scores.values())) if m.startswith("sufficiency@"))
+        words = {
+            "attributions": {m: a.tolist() for m, a in explained.attributions.items()},
+            "faithfulness": {m: {q: s[q] for q in MEASURES} for m, s in explained.scores.items()},
+            "faithfulness_note": f"this text's words {removal}; comprehensiveness and sufficiency: the mean over the "
+            f"top {k}% of its words",
+        }
     return save_attention_html(
-        folder / f"{index:04d}.html", pred.tokens, pred.attentions, title=pred.text, caption=f"{pred.label} ({probs})"
-    )
+        folder / f"{index:04d}.html", pred.tokens, pred.attentions, title=pred.text, caption=f"{pred.label} ({probs})",
+        **words,
+    )  # fmt: skip
 
 
+MEASURES = ("comprehensiveness", "sufficiency", "aopc")  # the page's table, per method
 ATTENTION_FORMATS = {False: (), "none": (), True: ("png",), "png": ("png",), "html": ("html",), "both": ("png", "html")}
 
 
@@ -125,6 +143,11 @@ def main(cfg: DictConfig) -> list[Prediction]:
         batch_size=cfg.batch_size,
         max_length=cfg.get("max_length"),
     )
+    explained, removal = [None] * len(preds), ""
+    if "html" in formats:  # the pages' word attributions (analysis/): the model's own tokens back to its ids
+        tok = load_tokenizer(module.tokenizer_json)
+        rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
+        explained, removal = explain_rows(module.net, rows, tok, cfg.get("explain"))
     run = Path(cfg.paths.output_dir)
     run.mkdir(parents=True, exist_ok=True)
     with open(run / "predictions.jsonl", "w", encoding="utf-8") as f:
@@ -135,7 +158,7 @@ def main(cfg: DictConfig) -> list[Prediction]:
                 pooling = module.hparams.get("pooling", "cls")
                 record["rollout_png"] = str(save_rollout_png(p, run / "attention", i, pooling=pooling))
             if "html" in formats:
-                record["attention_html"] = str(save_attention_page(p, run / "attention", i))
+                record["attention_html"] = str(save_attention_page(p, run / "attention", i, explained[i], removal))
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
     for p in preds:
         probs = "  ".join(f"{name}={prob:.4f}" for name, prob in p.probabilities.items())

@@ -1,0 +1,232 @@
+"""How faithful each token attribution (attributions.py) is to the model, by the ERASER measures (DeYoung et al.
+2020, "ERASER: A Benchmark to Evaluate Rationalized NLP Models"), for the class the model predicts, y:
+
+- comprehensiveness at k%: p(y | text) - p(y | text without its top k% words): high when the words a method
+  ranks first are the ones the prediction needs;
+- sufficiency at k%: p(y | text) - p(y | its top k% words alone): low when they are enough on their own;
+- AOPC, the area over the deletion curve: the mean of p(y | text) - p(y | text without its top j% words) over
+  j = 0, 10, ..., 100 (DeYoung et al.'s 1 / (|B| + 1) sum over bins, the bins every 10%).
+
+"Top k%" is the ceil(k% x n) best-ranked of a text's n words (ties: the earlier word first). Words are removed
+as `removal` says (removal.py). Shapes: N texts, T tokens, C classes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from torch import nn
+from tqdm import tqdm
+
+from ..data.tokenizer import PAD_ID
+from .attributions import METHODS, attribute
+from .forward import probabilities
+from .removal import REMOVALS, keeping, without
+
+CURVE = tuple(range(0, 101, 10))  # the deletion curve: % of a text's words removed
+EXAMPLES = 20  # texts whose tokens and attributions the report keeps (scores are kept for every text)
+CHUNK = 32  # texts attributed and scored together: a step of the progress bar, and a bound on memory
+
+
+def ranked(scores: np.ndarray) -> list[int]:
+    """A text's word positions (1..T-1; [CLS] at 0 is never ranked), highest score first, ties by position."""
+    return [int(p) + 1 for p in np.argsort(-np.asarray(scores[1:], dtype=np.float64), kind="stable")]
+
+
+def top_count(k: float, n: int) -> int:
+    """How many of `n` words "the top k%" is: ceil(k% x n), at least one word of a non-empty text."""
+    return min(n, math.ceil(k * n / 100 - 1e-9))
+
+
+@dataclass
+class Faithfulness:
+    """Each method's ERASER scores, averaged over the texts (`scores`) with their standard errors (`sem`)."""
+
+    split: str
+    texts: int
+    removal: str  # "mask" or "delete"
+    k: list[float]
+    ig_error: float  # Integrated Gradients' mean relative completeness error
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # method -> measure -> mean
+    sem: dict[str, dict[str, float]] = field(default_factory=dict)
+    curves: dict[str, list[float]] = field(default_factory=dict)  # method -> mean drop at each CURVE point
+    examples: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "split": self.split,
+            "texts": self.texts,
+            "removal": self.removal,
+            "removal_means": REMOVALS[self.removal],
+            "k": self.k,
+            "curve_percent": list(CURVE),
+            "integrated_gradients_completeness_error": self.ig_error,
+            "scores": self.scores,
+            "sem": self.sem,
+            "deletion_curves": self.curves,
+            "examples": self.examples,
+        }
+
+    def table(self) -> list[str]:
+        """The summary as a markdown table: one row per method, best AOPC first."""
+        head = ["method", *(f"compr. {k:g}%" for k in self.k), "compr.", *(f"suff. {k:g}%" for k in self.k), "suff."]
+        rows = [
+            "| " + " | ".join([*head, "AOPC"]) + " |",
+            "|" + "---|" * (len(head) + 1),
+        ]
+        for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
+            s = self.scores[method]
+            cells = [s[f"comprehensiveness@{k:g}"] for k in self.k] + [s["comprehensiveness"]]
+            cells += [s[f"sufficiency@{k:g}"] for k in self.k] + [s["sufficiency"], s["aopc"]]
+            rows.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in cells) + " |")
+        return rows
+
+    def summary(self) -> list[str]:
+        """A few aligned lines for the console: comprehensiveness, sufficiency and AOPC per method."""
+        ks = ", ".join(f"{k:g}" for k in self.k)
+        lines = [f"{'method':<22}{'compr.':>8}{'suff.':>8}{'AOPC':>8}   (compr., suff.: mean over k = {ks}%)"]
+        for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
+            s = self.scores[method]
+            lines.append(f"{method:<22}{s['comprehensiveness']:>8.3f}{s['sufficiency']:>8.3f}{s['aopc']:>8.3f}")
+        return lines
+
+
+def eraser_scores(
+    net: nn.Module,
+    rows: Sequence[Sequence[int]],
+    targets: Sequence[int],
+    attributions: Sequence[dict[str, np.ndarray]],
+    *,
+    k: Sequence[float],
+    mask_id: int | None,
+    batch_size: int = 256,
+    pad_id: int = PAD_ID,
+) -> list[dict[str, dict[str, float | list[float]]]]:
+    """Per text, per method: comprehensiveness and sufficiency at each k, their means over k, the deletion curve
+    (the drop at each CURVE point) and AOPC. Every distinct perturbed text goes through the model once."""
+    variants: dict[tuple[int, ...], int] = {}
+
+    def slot(ids: list[int]) -> int:
+        return variants.setdefault(tuple(ids), len(variants))
+
+    plans = []  # per text: (full slot, {method: (curve slots, comprehensiveness slots, sufficiency slots)})
+    for row, methods in zip(rows, attributions, strict=True):
+        n = len(row) - 1
+        plan = {}
+        for method, scores in methods.items():
+            order = ranked(scores)
+            curve = [slot(without(row, set(order[: top_count(j, n)]), mask_id)) for j in CURVE]
+            comp = [slot(without(row, set(order[: top_count(q, n)]), mask_id)) for q in k]
+            suff = [slot(keeping(row, set(order[: top_count(q, n)]), mask_id)) for q in k]
+            plan[method] = (curve, comp, suff)
+        plans.append((slot(list(row)), plan))
+    probs = probabilities(net, [list(v) for v in variants], batch_size=batch_size, pad_id=pad_id)  # (V, C)
+    results = []
+    for (full, plan), target in zip(plans, targets, strict=True):
+        p = probs[:, int(target)]  # (V,)
+        text = {}
+        for method, (curve, comp, suff) in plan.items():
+            drops = [float(p[full] - p[s]) for s in curve]
+            scores: dict[str, float | list[float]] = {"curve": drops, "aopc": float(np.mean(drops))}
+            for q, c, s in zip(k, comp, suff, strict=True):
+                scores[f"comprehensiveness@{q:g}"] = float(p[full] - p[c])
+                scores[f"sufficiency@{q:g}"] = float(p[full] - p[s])
+            scores["comprehensiveness"] = float(np.mean([scores[f"comprehensiveness@{q:g}"] for q in k]))
+            scores["sufficiency"] = float(np.mean([scores[f"sufficiency@{q:g}"] for q in k]))
+            text[method] = scores
+        results.append(text)
+    return results
+
+
+@dataclass
+class Explained:
+    """One text, explained: the class the model predicts and its probability, each method's (T,) attribution,
+    and each method's ERASER scores on this text (measure -> value; "curve": the deletion curve)."""
+
+    predicted: int
+    probability: float
+    attributions: dict[str, np.ndarray]
+    scores: dict[str, dict[str, float | list[float]]]
+
+
+def explain_texts(
+    net: nn.Module,
+    rows: Sequence[Sequence[int]],
+    *,
+    k: Sequence[float] = (10, 20, 50),
+    mask_id: int | None = None,
+    methods: Sequence[str] = METHODS,
+    ig_steps: int = 32,
+    seed: int = 0,
+    batch_size: int = 256,
+    pad_id: int = PAD_ID,
+    progress: bool | None = None,
+) -> tuple[list[Explained], float]:
+    """Attribute every text of `rows` (token ids, [CLS] first, at least one word each) to the class the model
+    predicts for it (attributions.py) and score each method on it (`eraser_scores`), CHUNK texts at a time (a
+    progress bar over the texts: None shows it on a terminal only). `mask_id` replaces removed words (None: they
+    are deleted). Returns one Explained per row and Integrated Gradients' mean completeness error."""
+    out, errors = [], []
+    bar = tqdm(total=len(rows), desc="faithfulness", unit="text", disable=None if progress is None else not progress)
+    for start in range(0, len(rows), CHUNK):
+        chunk = [list(map(int, r)) for r in rows[start : start + CHUNK]]
+        probs = probabilities(net, chunk, batch_size=batch_size, pad_id=pad_id)  # (n, C)
+        targets = [int(p.argmax()) for p in probs]
+        found, ig_error = attribute(
+            net, chunk, targets, mask_id=mask_id, methods=methods, ig_steps=ig_steps, seed=seed + start,
+            batch_size=batch_size, pad_id=pad_id,
+        )  # fmt: skip
+        scores = eraser_scores(net, chunk, targets, found, k=k, mask_id=mask_id, batch_size=batch_size, pad_id=pad_id)
+        out += [
+            Explained(predicted=y, probability=float(p[y]), attributions=a, scores=s)
+            for y, p, a, s in zip(targets, probs, found, scores, strict=True)
+        ]
+        errors.append(ig_error)
+        bar.update(len(chunk))
+    bar.close()
+    return out, float(np.nanmean(errors)) if errors and not np.isnan(errors).all() else float("nan")
+
+
+def faithfulness(
+    net: nn.Module,
+    rows: Sequence[Sequence[int]],
+    *,
+    tokens: Sequence[Sequence[str]],
+    split: str,
+    removal: str = "mask",
+    mask_id: int | None = None,
+    k: Sequence[float] = (10, 20, 50),
+    methods: Sequence[str] = METHODS,
+    **options: Any,
+) -> Faithfulness:
+    """Each method's ERASER scores on the texts of `rows`, averaged (`explain_texts`, which takes `options`:
+    ig_steps, seed, batch_size, pad_id, progress); `tokens` are the rows' tokens, for the report's examples.
+    `removal` is "mask" (with its `mask_id`) or "delete"."""
+    kept = [i for i, r in enumerate(rows) if len(r) > 1]  # a text with no word has nothing to rank
+    replace = mask_id if removal == "mask" else None
+    explained, ig_error = explain_texts(net, [rows[i] for i in kept], k=k, mask_id=replace, methods=methods, **options)
+    report = Faithfulness(split=split, texts=len(kept), removal=removal, k=[float(q) for q in k], ig_error=ig_error)
+    for method in methods:
+        measures = [m for m in explained[0].scores[method] if m != "curve"] if explained else []
+        values = {m: np.array([e.scores[method][m] for e in explained]) for m in measures}
+        report.scores[method] = {m: float(v.mean()) for m, v in values.items()}
+        report.sem[method] = {
+            m: float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0 for m, v in values.items()
+        }
+        curves = [e.scores[method]["curve"] for e in explained]
+        report.curves[method] = np.mean(curves, axis=0).tolist() if curves else []
+    for i, e in zip(kept[:EXAMPLES], explained, strict=False):
+        report.examples.append(
+            {
+                "tokens": list(tokens[i]),
+                "predicted": e.predicted,
+                "probability": e.probability,
+                "attributions": {m: np.round(a, 5).tolist() for m, a in e.attributions.items()},
+                "scores": {m: {q: v for q, v in s.items() if q != "curve"} for m, s in e.scores.items()},
+            }
+        )
+    return report

@@ -1,0 +1,91 @@
+"""The analyses' names and settings, defined once: `ExplainConfig` is the schema of `conf/explain/` (train.py's
+end-of-fit analysis, `evaluate.py analysis=...` and predict.py's pages all read it), and `check_explain` the
+rules its values must pass. Standard library only: a config is checked before torch is imported."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, List, Optional  # noqa: UP035 - OmegaConf 2.3 reads typing's List and Optional
+
+from ..checks import is_number, is_whole
+from ..errors import ConfigError
+from ..model.config import closest
+
+ANALYSES = ("heads", "faithfulness")
+REMOVALS = ("auto", "mask", "delete")
+SPLITS = ("validation", "test")
+DEFAULT_SAMPLES = 100  # faithfulness texts when `samples` is null (all of a smaller split)
+
+
+@dataclass
+class ExplainConfig:
+    """How the analyses run: which texts, how many, and how a token is removed."""
+
+    samples: Optional[int] = None  # noqa: UP045 - faithfulness: a seeded sample of this many texts (null: 100, or all)
+    heads_samples: Optional[int] = None  # noqa: UP045 - head importance: this many validation rows (null: all)
+    split: Optional[str] = None  # noqa: UP045 - faithfulness texts: null = validation in train.py, test in evaluate.py
+    k: List[float] = field(default_factory=lambda: [10.0, 20.0, 50.0])  # noqa: UP006 - % of a text's words
+    ig_steps: int = 32  # Integrated Gradients: steps from the baseline to the text
+    removal: str = "auto"  # auto: [MASK] when the tokenizer has it, else delete | mask | delete
+    seed: int = 0  # the sample and the random ranking
+    batch_size: int = 256  # rows per forward pass
+
+
+def check_analyses(names: Any, key: str = "analysis") -> list[str]:
+    """`names` (one name, a list, or None) as a list of known analyses; a ConfigError names an unknown one."""
+    if names is None:
+        return []
+    given = [names] if isinstance(names, str) else names
+    if not isinstance(given, Sequence) or not all(isinstance(n, str) for n in given):
+        raise ConfigError(f"{key}={names!r} must be a name or a list of names: e.g. {key}=[heads,faithfulness]")
+    for name in given:
+        if name not in ANALYSES:
+            near = closest(name, ANALYSES)
+            hint = f"did you mean {key}={near}? " if near else ""
+            raise ConfigError(f"{key}={name!r} is not an analysis: {hint}the analyses are {', '.join(ANALYSES)}")
+    return list(dict.fromkeys(given))
+
+
+def check_explain(values: dict, prefix: str = "explain.") -> None:
+    """The settings' rules (`values`: a plain dict of ExplainConfig's fields); a ConfigError names the first
+    bad one, its value and the fix."""
+    for key, low in (("samples", 1), ("heads_samples", 1)):
+        value = values.get(key)
+        if value is not None and not is_whole(value, low):
+            raise ConfigError(
+                f"{prefix}{key}={value!r} must be a whole number >= {low} (null: all): e.g. {prefix}{key}=100"
+            )
+    for key, low, example in (("ig_steps", 2, 32), ("seed", 0, 0), ("batch_size", 1, 256)):
+        value = values.get(key, low)
+        if not is_whole(value, low):
+            raise ConfigError(f"{prefix}{key}={value!r} must be a whole number >= {low}: e.g. {prefix}{key}={example}")
+    k = values.get("k", [10])
+    if not isinstance(k, Sequence) or isinstance(k, str) or not k:
+        raise ConfigError(f"{prefix}k={k!r} must be a list of percentages: e.g. {prefix}k=[10,20,50]")
+    shown = "[" + ", ".join(f"{v:g}" if is_number(v) else repr(v) for v in k) + "]"
+    for value in k:
+        if not is_number(value) or not 0 < value < 100:
+            raise ConfigError(
+                f"{prefix}k={shown}: {f'{value:g}' if is_number(value) else repr(value)} is not a percentage in "
+                f"(0, 100), the share of a text's words kept or removed: e.g. {prefix}k=[10,20,50]"
+            )
+    removal = values.get("removal", "auto")
+    if removal not in REMOVALS:
+        raise ConfigError(f"{prefix}removal={removal!r} is not one of {', '.join(REMOVALS)}: e.g. {prefix}removal=auto")
+    split = values.get("split")
+    if split is not None and split not in SPLITS:
+        raise ConfigError(f"{prefix}split={split!r} is not a split: use validation or test (null: the task's own)")
+
+
+def sample_size(asked: int | None, available: int, key: str, split: str) -> int:
+    """How many of a split's `available` rows an analysis takes: `asked`, all when None (`DEFAULT_SAMPLES` at most
+    for key 'samples'); asking for more than the split holds is a ConfigError that names both numbers."""
+    if asked is None:
+        return min(available, DEFAULT_SAMPLES) if key.endswith(".samples") else available
+    if asked > available:
+        raise ConfigError(
+            f"{key}={asked} is more than the {available} texts of the {split} split: use {key}={available} or fewer "
+            f"(null: {'up to ' + str(DEFAULT_SAMPLES) if key.endswith('.samples') else 'all of them'})"
+        )
+    return asked

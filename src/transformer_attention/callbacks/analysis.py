@@ -1,0 +1,161 @@
+"""`ModelAnalysis`: at the end of fit, which heads matter and how faithful each token attribution is
+(analysis/), in TensorBoard (and any other image logger) and in `<run>/analysis/`; and `log_analysis`, which
+evaluate.py's `analysis=` shares.
+
+Tags written (at the step the analysis ran):
+
+    explain/heads           image: accuracy drop, loss increase and gradient score of each head, layer x head
+    explain/pruning         image: accuracy as heads are masked out, least important first
+    explain/faithfulness    image: comprehensiveness, sufficiency and AOPC per attribution method;
+                            text: the same as a table, and what each number means
+    explain/summary         text: the console summary
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from hydra.core.hydra_config import HydraConfig
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import Logger
+
+from ..analysis.report import HEADS_SPLIT, Analysis, Plan, explain_settings, plan, run_analyses
+from ..analysis.settings import check_analyses
+from ..checks import is_number
+from ..errors import ConfigError
+from .sinks import image_loggers, log_image, log_text
+
+log = logging.getLogger(__name__)
+
+READING = (
+    "comprehensiveness: p(predicted class) minus p after removing a method's top k% words (higher: it found words "
+    "the prediction needs); sufficiency: p minus p with only those words (lower: they suffice); AOPC: the mean "
+    "drop as words are removed in the method's order, 0 to 100% in steps of 10 (higher is better). random is the "
+    "floor a method should beat."
+)
+
+
+def log_analysis(loggers: Sequence[Logger], result: Analysis, step: int, images: Mapping[str, np.ndarray]) -> None:
+    """The analysis' `images` (`Analysis.images`) and tables to every logger that takes them (tags in this
+    module's docstring)."""
+    for name, image in images.items():
+        log_image(loggers, f"explain/{name}", image, step)
+    if result.faithfulness is not None:
+        table = "\n".join(result.faithfulness.table())
+        log_text(loggers, "explain/faithfulness", f"{table}\n\n{READING}", step)
+    log_text(loggers, "explain/summary", "\n".join(f"    {line}" for line in result.summary()), step)
+
+
+class ModelAnalysis(Callback):
+    """At the end of fit, on the model as it ends: head importance on the validation split and the faithfulness
+    of the token attributions on a seeded sample of it (`settings`: conf/explain, ExplainConfig's fields).
+
+    The inputs are checked at fit start, before training (a sample larger than its split is a ConfigError). At the
+    end, one forward pass over the validation rows is timed and the analysis' cost extrapolated from it: when it
+    would take more than `max_cost` times the fit's time (None: always run), it is skipped and the log gives the
+    evaluate.py command that runs it on the checkpoint. Its own cost is logged as a share of the fit's.
+    """
+
+    def __init__(
+        self,
+        analyses: Sequence[str] = ("heads", "faithfulness"),
+        settings: Mapping[str, Any] | None = None,
+        max_cost: float | None = 0.15,
+        progress: bool | None = None,
+    ) -> None:
+        self.names = check_analyses(list(analyses), key="callbacks.model_analysis.analyses")
+        self.settings = explain_settings(settings)
+        if max_cost is not None and (not is_number(max_cost) or max_cost <= 0):
+            raise ConfigError(
+                f"callbacks.model_analysis.max_cost={max_cost!r} must be a positive share of the fit's time "
+                "(null: always run): e.g. callbacks.model_analysis.max_cost=0.1"
+            )
+        self.max_cost, self.progress = max_cost, progress
+        self.plan: Plan | None = None
+        self.started = 0.0
+        self.result: Analysis | None = None
+        self.cost: dict[str, float] = {}  # estimated and spent seconds, the fit's, after the end of fit
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.started = time.perf_counter()
+        dm = trainer.datamodule
+        splits = getattr(dm, "splits", {})
+        if not self.names or getattr(dm, "tokenizer", None) is None or HEADS_SPLIT not in splits:
+            self.plan = None
+            return
+        sizes = {name: len(data) for name, data in splits.items()}
+        self.plan = plan(self.names, self.settings, sizes, split=HEADS_SPLIT)  # a ConfigError before training
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.plan is None or not trainer.is_global_zero or trainer.interrupted:
+            return
+        fit_seconds = time.perf_counter() - self.started
+        dm, net = trainer.datamodule, pl_module.net
+        estimate = self.estimate(net, dm.splits)
+        self.cost = {"fit_seconds": fit_seconds, "estimated_seconds": estimate}
+        if self.max_cost is not None and estimate > self.max_cost * fit_seconds:
+            ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or "<run>/checkpoints/last.ckpt"
+            log.info(
+                "model analysis skipped: it would take about %.0f s, %.2fx the fit's %.0f s (callbacks.model_analysis."
+                "max_cost=%s); run it on the checkpoint: %s",
+                *(estimate, estimate / max(fit_seconds, 1e-9), fit_seconds, self.max_cost, self.command(ckpt)),
+            )
+            return
+        start = time.perf_counter()
+        self.result = run_analyses(net, self.plan, splits=dm.splits, tokenizer=dm.tokenizer, progress=self.progress)
+        folder = Path(trainer.default_root_dir) / "analysis"
+        images = self.result.images()
+        self.result.write(folder, images)
+        log_analysis(image_loggers(trainer.loggers), self.result, trainer.global_step, images)
+        spent = time.perf_counter() - start
+        self.cost["seconds"] = spent
+        for line in self.result.summary():
+            log.info("%s", line)
+        log.info(
+            "model analysis: %.1f s, %.0f%% of the fit's %.0f s (estimated %.1f s); %s",
+            *(spent, 100 * spent / max(fit_seconds, 1e-9), fit_seconds, estimate, folder),
+        )
+
+    def command(self, ckpt: str) -> str:
+        """The evaluate.py command that runs the same analyses on `ckpt`, with this run's data overrides."""
+        data = []
+        if HydraConfig.initialized():
+            data = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").startswith(("data", "seed="))]
+        return " ".join(
+            [
+                "python evaluate.py",
+                f"ckpt_path={ckpt}",
+                f"analysis=[{','.join(self.names)}]",
+                "explain.split=validation",
+            ]
+            + data
+        )
+
+    def estimate(self, net: torch.nn.Module, splits: Mapping[str, Any]) -> float:
+        """Seconds the planned analyses would take: one timed forward pass over the validation rows, scaled by the
+        tokens each analysis runs through the model (a backward pass counted as two forward ones)."""
+        from ..analysis.forward import probabilities
+
+        s, chosen = self.settings, self.plan
+        rows = list(splits[HEADS_SPLIT].ids)
+        start = time.perf_counter()
+        probabilities(net, rows, batch_size=s.batch_size, pad_id=getattr(net, "pad_id", 0))
+        per_token = (time.perf_counter() - start) / max(1, sum(len(r) for r in rows))
+        L, H = net.config.num_layers, net.config.num_heads
+        tokens = 0.0
+        if "heads" in chosen.names:
+            mean_len = sum(len(r) for r in rows) / max(1, len(rows))
+            tokens += chosen.heads_samples * mean_len * (1 + 3 * L * H + 3)
+        if "faithfulness" in chosen.names:
+            texts = list(splits[chosen.split].ids)
+            mean_len = sum(len(r) for r in texts) / max(1, len(texts))
+            per_text = 1 + 3 + 3 * s.ig_steps + mean_len + 6 * (11 + 2 * len(s.k))  # forward passes per text
+            tokens += chosen.samples * mean_len * per_text
+        return tokens * per_token

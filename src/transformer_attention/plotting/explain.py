@@ -1,0 +1,118 @@
+"""The analyses' figures (analysis/): which heads matter (a layer x head heatmap per measure), accuracy as heads are
+pruned, and how faithful each token attribution is (bars per method), sized for TensorBoard's image card
+(CARD_PX wide, 1 pt = 1 px). Plain arrays and dicts in, a matplotlib Figure out; no pyplot."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.figure import Figure
+
+from .style import CARD_PX, DPI, FONT_PX, TITLE_PX, text_px
+
+MEASURES = (  # what plot_faithfulness draws, and how to read it
+    ("comprehensiveness", "comprehensiveness: higher is better"),
+    ("sufficiency", "sufficiency: lower is better"),
+    ("aopc", "AOPC (deletion curve): higher is better"),
+)
+
+
+def _figure(width_px: float, height_px: float, *, left: float, top: float, bottom: float) -> Figure:
+    """A figure with margins in pixels: a fixed layout (matplotlib's constrained layout took most of the time
+    these figures cost)."""
+    fig = Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI)
+    FigureCanvasAgg(fig)
+    fig.subplots_adjust(
+        left=left / width_px, right=1 - 14 / width_px, top=1 - top / height_px, bottom=bottom / height_px,
+        hspace=0,
+    )  # fmt: skip
+    return fig
+
+
+def _stack(fig: Figure, n: int, panel_px: float, gap_px: float) -> list:
+    """`n` axes stacked top to bottom, each `panel_px` high, `gap_px` apart (room for a title and ticks)."""
+    H = fig.get_figheight() * DPI
+    left, right = fig.subplotpars.left, fig.subplotpars.right
+    top = (1 - fig.subplotpars.top) * H
+    axes = []
+    for i in range(n):
+        y = top + i * (panel_px + gap_px)
+        axes.append(fig.add_axes((left, 1 - (y + panel_px) / H, right - left, panel_px / H)))
+    return axes
+
+
+def plot_head_importance(
+    tables: Mapping[str, np.ndarray], title: str | None = None, *, signed: Sequence[str] = ()
+) -> Figure:
+    """One layer x head heatmap per entry of `tables` (name -> (L, H) array), each cell annotated with its value.
+    Tables named in `signed` (a change that may be negative) get a diverging scale centred on 0."""
+    names = list(tables)
+    L, H = np.asarray(tables[names[0]]).shape
+    cell = max(22, min(48, (CARD_PX - 70) // H))
+    gap = 44  # a panel's title above it, the head labels below it
+    fig = _figure(max(CARD_PX, 70 + H * cell), 40 + len(names) * (L * cell + gap), left=56, top=40, bottom=24)
+    for ax, name in zip(_stack(fig, len(names), L * cell, gap), names, strict=True):
+        values = np.asarray(tables[name], dtype=np.float64)
+        if name in signed:
+            reach = max(float(np.abs(values).max()), 1e-12)
+            image = ax.imshow(values, cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -reach, reach), aspect="auto")
+        else:
+            image = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=max(float(values.max()), 1e-12), aspect="auto")
+        ax.set_title(name, fontsize=TITLE_PX)
+        ax.set_xticks(range(H), [f"head {h}" for h in range(H)], fontsize=FONT_PX)
+        ax.set_yticks(range(L), [f"layer {l}" for l in range(L)], fontsize=FONT_PX)  # noqa: E741
+        for (i, j), v in np.ndenumerate(values):
+            shade = image.norm(v)
+            colour = "white" if (shade < 0.5 if name not in signed else abs(shade - 0.5) > 0.3) else "black"
+            ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=FONT_PX, color=colour)
+    if title:
+        fig.suptitle(title, fontsize=TITLE_PX, y=1 - 6 / (fig.get_figheight() * DPI), va="top")
+    return fig
+
+
+def plot_pruning(
+    curves: Mapping[str, Sequence[float]], title: str | None = None, *, ylabel: str = "accuracy"
+) -> Figure:
+    """Accuracy (or `ylabel`) against the number of heads masked out, one line per pruning order."""
+    fig = _figure(CARD_PX, 260, left=46, top=24, bottom=36)
+    ax = fig.subplots()
+    for name, values in curves.items():
+        ax.plot(range(len(values)), values, marker="o", markersize=3, linewidth=1.2, label=name)
+    ax.set_xlabel("heads masked out (least important first)", fontsize=FONT_PX)
+    ax.set_ylabel(ylabel, fontsize=FONT_PX)
+    ax.tick_params(labelsize=FONT_PX)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=FONT_PX, title="ordered by", title_fontsize=FONT_PX)
+    if title:
+        ax.set_title(title, fontsize=TITLE_PX)
+    return fig
+
+
+def plot_faithfulness(
+    scores: Mapping[str, Mapping[str, float]],
+    errors: Mapping[str, Mapping[str, float]] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Horizontal bars of each method's comprehensiveness, sufficiency and AOPC (`scores`: method -> measure ->
+    value), one panel per measure, methods in the same order in each (best AOPC on top), with standard errors."""
+    methods = sorted(scores, key=lambda m: -scores[m]["aopc"])
+    row, gap = 15, 46  # a panel's title above it, the value ticks below it
+    left = 12 + max(text_px(m, FONT_PX) for m in methods)
+    fig = _figure(CARD_PX, 44 + len(MEASURES) * (len(methods) * row + gap), left=left, top=44, bottom=24)
+    for ax, (measure, label) in zip(_stack(fig, len(MEASURES), len(methods) * row, gap), MEASURES, strict=True):
+        values = [scores[m][measure] for m in methods]
+        spread = [errors[m][measure] for m in methods] if errors else None
+        colours = ["#bbbbbb" if m == "random" else "#3b75af" for m in methods]
+        ax.barh(range(len(methods)), values, xerr=spread, color=colours, height=0.7, error_kw={"linewidth": 0.8})
+        ax.set_yticks(range(len(methods)), methods, fontsize=FONT_PX)
+        ax.invert_yaxis()
+        ax.axvline(0, color="black", linewidth=0.8)
+        ax.set_title(label, fontsize=FONT_PX + 1)
+        ax.tick_params(axis="x", labelsize=FONT_PX)
+        ax.grid(axis="x", alpha=0.3)
+    if title:
+        fig.suptitle(title, fontsize=TITLE_PX, y=1 - 6 / (fig.get_figheight() * DPI), va="top", wrap=True)
+    return fig

@@ -1,0 +1,349 @@
+"""Which heads and which words matter (analysis/): head masking, the gradient score and the ERASER scores against a
+NumPy oracle of a hand-built 1-layer model; the settings' checks; and, on the toy set, where known words decide the
+label, that Integrated Gradients and leave-one-out find them and every method beats the random floor, through the
+end-of-fit callback (TensorBoard's explain/ tags, <run>/analysis/) and `evaluate.py analysis=...`."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT, run_entry
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from test_callbacks import events
+from test_refusals import refused
+
+from transformer_attention.analysis import ExplainConfig, check_analyses, check_explain
+from transformer_attention.analysis.faithfulness import CURVE, eraser_scores, explain_texts, ranked, top_count
+from transformer_attention.analysis.heads import head_importance
+from transformer_attention.analysis.removal import keeping, removal_kind, without
+from transformer_attention.analysis.report import plan
+from transformer_attention.callbacks import ModelAnalysis
+from transformer_attention.data import toy
+from transformer_attention.errors import ConfigError
+from transformer_attention.model import TransformerClassifier
+from transformer_attention.training.builders import (
+    TrainerBuilder,
+    build_data,
+    build_loggers,
+    build_model,
+    instantiate_group,
+)
+
+MASK_ID = 3
+
+
+# ---- a hand-built model and its NumPy oracle ------------------------------------------------------------
+def hand_model() -> TransformerClassifier:
+    """1 layer, 2 heads, d_model 4, mean pooling, no dropout, in float64; weights drawn once from a fixed seed
+    and scaled so that the classes are not saturated."""
+    net = TransformerClassifier(
+        vocab_size=8, num_classes=2, d_model=4, num_heads=2, num_layers=1, dim_feedforward=6, dropout=0.0,
+        pooling="mean", max_len=16, attention_impl="math",
+    ).double().eval()  # fmt: skip
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if "norm" not in name:
+                p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64) * 0.5)
+        net.embedding.weight[0].zero_()  # [PAD]
+    return net
+
+
+def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + 1e-5) * w + b
+
+
+def oracle(net: TransformerClassifier, ids: list[int], gates: np.ndarray | None = None) -> np.ndarray:
+    """p(class | ids), (C,), by the formulas in NumPy: embedding x sqrt(D) + sinusoids, one post-norm layer whose
+    head h's output is multiplied by gates[h] before w_o, mean pooling, the head."""
+    P = {k: v.detach().numpy() for k, v in net.state_dict().items()}
+    D, H = 4, 2
+    dk, T = D // H, len(ids)
+    pos, i = np.arange(T)[:, None], np.arange(0, D, 2)[None, :]
+    pe = np.zeros((T, D))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(pos / 10000 ** (i / D)), np.cos(pos / 10000 ** (i / D))
+    x = P["embedding.weight"][ids] * math.sqrt(D) + pe  # (T, D)
+    a = "encoder.layers.0.self_attn."
+
+    def linear(name: str, v: np.ndarray) -> np.ndarray:
+        return v @ P[f"{name}.weight"].T + P[f"{name}.bias"]
+
+    q, k, v = (linear(a + w, x).reshape(T, H, dk).transpose(1, 0, 2) for w in ("w_q", "w_k", "w_v"))  # (H, T, dk)
+    s = q @ k.transpose(0, 2, 1) / math.sqrt(dk)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    heads = (w / w.sum(-1, keepdims=True)) @ v  # (H, T, dk)
+    if gates is not None:
+        heads = heads * np.asarray(gates, dtype=np.float64)[:, None, None]
+    x = layer_norm(x + linear(a + "w_o", heads.transpose(1, 0, 2).reshape(T, D)), P["encoder.layers.0.norm1.weight"],
+                   P["encoder.layers.0.norm1.bias"])  # fmt: skip
+    ff = linear("encoder.layers.0.linear2", np.maximum(linear("encoder.layers.0.linear1", x), 0))
+    x = layer_norm(x + ff, P["encoder.layers.0.norm2.weight"], P["encoder.layers.0.norm2.bias"])
+    logits = linear("head", x.mean(0))
+    e = np.exp(logits - logits.max())
+    return e / e.sum()
+
+
+ROWS = [[2, 4, 5, 6, 7], [2, 5, 4], [2, 7, 7, 4, 5, 6], [2, 6], [2, 4, 6, 5]]
+LABELS = [1, 0, 1, 0, 0]
+
+
+def test_the_oracle_is_the_model():
+    net = hand_model()
+    for row in ROWS:
+        with torch.no_grad():
+            p = net(torch.tensor([row])).logits.softmax(-1)[0].numpy()
+        np.testing.assert_allclose(p, oracle(net, row), rtol=0, atol=1e-6)
+        assert p.max() < 0.99  # not saturated: the scores below are not all zero
+
+
+def test_head_masking_and_the_gradient_score_match_the_oracle():
+    net = hand_model()
+    result = head_importance(net, ROWS, LABELS, batch_size=2)
+    losses = {}
+    for gates in ([1, 1], [0, 1], [1, 0], [0, 0]):
+        probs = [oracle(net, row, np.array(gates, dtype=np.float64)) for row in ROWS]
+        acc = np.mean([p.argmax() == y for p, y in zip(probs, LABELS, strict=True)])
+        losses[tuple(gates)] = loss = -np.mean([math.log(p[y]) for p, y in zip(probs, LABELS, strict=True)])
+        if gates == [1, 1]:
+            assert result.accuracy == acc and result.loss == pytest.approx(loss, abs=1e-7)
+        elif sum(gates) == 1:
+            h = gates.index(0)
+            assert result.masked_accuracy[0, h] == acc
+            assert result.masked_loss[0, h] == pytest.approx(loss, abs=1e-7)
+    np.testing.assert_allclose(
+        result.loss_increase[0], [losses[(0, 1)] - losses[(1, 1)], losses[(1, 0)] - losses[(1, 1)]], atol=1e-7
+    )
+    # E_x |dL(x)/d xi_h| by central differences of the oracle, row by row
+    eps, expected = 1e-5, np.zeros(2)
+    for row, y in zip(ROWS, LABELS, strict=True):
+        for h in range(2):
+            up, down = np.ones(2), np.ones(2)
+            up[h], down[h] = 1 + eps, 1 - eps
+            expected[h] += abs(math.log(oracle(net, row, down)[y]) - math.log(oracle(net, row, up)[y])) / (2 * eps)
+    np.testing.assert_allclose(result.gradient[0], expected / len(ROWS), rtol=1e-5)
+    # pruning: the masking order masks the smaller loss increase first; the last point masks both heads
+    first = int(np.argmin(result.loss_increase[0]))
+    assert result.pruning["masking"]["order"][0] == [0, first]
+    assert result.pruning["masking"]["loss"] == pytest.approx(
+        [losses[(1, 1)], losses[(0, 1) if first == 0 else (1, 0)], losses[(0, 0)]], abs=1e-7
+    )
+
+
+def test_ranking_and_top_k_counts():
+    assert ranked(np.array([9.0, 0.1, 0.9, 0.5, 0.9])) == [2, 4, 3, 1]  # [CLS] never ranked; ties: earlier first
+    assert [top_count(k, 4) for k in (10, 25, 26, 50, 100)] == [1, 1, 2, 2, 4]
+    assert [top_count(k, 7) for k in (10, 20, 50)] == [1, 2, 4]
+    assert without([2, 4, 5, 6], {1, 3}, MASK_ID) == [2, 3, 5, 3] and without([2, 4, 5, 6], {1, 3}, None) == [2, 5]
+    assert keeping([2, 4, 5, 6], {2}, MASK_ID) == [2, 3, 5, 3] and keeping([2, 4, 5, 6], {2}, None) == [2, 5]
+
+
+@pytest.mark.parametrize("mask_id", [MASK_ID, None])
+def test_eraser_scores_match_hand_computed_values(mask_id: int | None):
+    """Text [CLS] a b c d (ids 2 4 5 6 7) with attribution 0.1, 0.9, 0.5, 0.3 to a, b, c, d: the order is b, c, d,
+    a; top 25% = {b}, top 50% = {b, c}. Every perturbed text is written out by hand and scored by the oracle."""
+    net = hand_model()
+    row = [2, 4, 5, 6, 7]
+    p = oracle(net, row)
+    y = int(p.argmax())
+    M = mask_id
+
+    def prob(ids: list[int]) -> float:
+        return oracle(net, [t for t in ids if t is not None])[y]
+
+    if M is not None:
+        drop_b, drop_bc, keep_b, keep_bc = [2, 4, M, 6, 7], [2, 4, M, M, 7], [2, M, 5, M, M], [2, M, 5, 6, M]
+        # the deletion curve: j% of 4 words -> ceil(j * 4 / 100) removed, in the order b, c, d, a
+        removed = {0: row, 1: drop_b, 2: drop_bc, 3: [2, 4, M, M, M], 4: [2, M, M, M, M]}
+    else:
+        drop_b, drop_bc, keep_b, keep_bc = [2, 4, 6, 7], [2, 4, 7], [2, 5], [2, 5, 6]
+        removed = {0: row, 1: drop_b, 2: drop_bc, 3: [2, 4], 4: [2]}
+    attribution = np.array([5.0, 0.1, 0.9, 0.5, 0.3])
+    (scores,) = eraser_scores(net, [row], [y], [{"hand": attribution}], k=[25, 50], mask_id=M, batch_size=3)
+    s = scores["hand"]
+    assert s["comprehensiveness@25"] == pytest.approx(p[y] - prob(drop_b), abs=1e-7)
+    assert s["comprehensiveness@50"] == pytest.approx(p[y] - prob(drop_bc), abs=1e-7)
+    assert s["sufficiency@25"] == pytest.approx(p[y] - prob(keep_b), abs=1e-7)
+    assert s["sufficiency@50"] == pytest.approx(p[y] - prob(keep_bc), abs=1e-7)
+    assert s["comprehensiveness"] == pytest.approx((s["comprehensiveness@25"] + s["comprehensiveness@50"]) / 2)
+    counts = [math.ceil(j * 4 / 100) for j in CURVE]
+    curve = [p[y] - prob(removed[c]) for c in counts]
+    assert s["curve"] == pytest.approx(curve, abs=1e-7) and s["aopc"] == pytest.approx(np.mean(curve), abs=1e-7)
+    assert s["curve"][0] == 0.0 and len(curve) == 11
+
+
+def test_leave_one_out_and_the_gradient_methods_on_the_oracle():
+    net = hand_model()
+    row = ROWS[0]
+    p = oracle(net, row)
+    y = int(p.argmax())
+    (explained,), ig_error = explain_texts(net, [row], k=[50], mask_id=MASK_ID, ig_steps=200)
+    assert explained.predicted == y and explained.probability == pytest.approx(p[y], abs=1e-7)
+    loo = [0.0] + [p[y] - oracle(net, row[:i] + [MASK_ID] + row[i + 1 :])[y] for i in range(1, len(row))]
+    np.testing.assert_allclose(explained.attributions["leave_one_out"], loo, atol=1e-7)
+    # Integrated Gradients is complete: its attributions add up to logit(text) - logit(baseline of [PAD] words)
+    with torch.no_grad():
+        logit = net(torch.tensor([row])).logits[0, y].item()
+        mask = torch.ones(1, len(row), dtype=torch.bool)
+        base = net(torch.tensor([[row[0]] + [0] * (len(row) - 1)]), mask).logits[0, y].item()
+    assert explained.attributions["integrated_gradients"].sum() == pytest.approx(logit - base, rel=1e-3)
+    assert ig_error < 1e-3
+    np.testing.assert_allclose(explained.attributions["attention"].sum(), 1.0, atol=1e-6)  # a weight row
+    assert sorted(explained.attributions) == sorted(
+        ["attention", "rollout", "grad_x_input", "integrated_gradients", "leave_one_out", "random"]
+    )
+
+
+# ---- the settings, checked before any work -----------------------------------------------------------
+def test_the_settings_are_checked_with_one_line_each():
+    assert check_analyses("heads") == ["heads"] and check_analyses(["faithfulness", "heads"]) == [
+        "faithfulness",
+        "heads",
+    ]
+    with pytest.raises(ConfigError, match=r"analysis='head' is not an analysis: did you mean analysis=heads\?"):
+        check_analyses(["head"])
+    cases = {
+        "k": ([0, 50], r"explain.k=\[0, 50\]: 0 is not a percentage in \(0, 100\)"),
+        "samples": (0, r"explain.samples=0 must be a whole number >= 1"),
+        "removal": ("drop", r"explain.removal='drop' is not one of auto, mask, delete"),
+        "ig_steps": (1, r"explain.ig_steps=1 must be a whole number >= 2"),
+        "split": ("train", r"explain.split='train' is not a split"),
+    }
+    for key, (value, message) in cases.items():
+        with pytest.raises(ConfigError, match=message):
+            check_explain({key: value})
+    check_explain(vars(ExplainConfig()))  # the defaults pass
+    sizes = {"train": 50, "validation": 10, "test": 12}
+    chosen = plan(["heads", "faithfulness"], {}, sizes, split="test")
+    assert (chosen.samples, chosen.heads_samples, chosen.splits) == (12, 10, {"test", "validation"})
+    with pytest.raises(ConfigError, match=r"explain.samples=13 is more than the 12 texts of the test split"):
+        plan(["faithfulness"], {"samples": 13}, sizes, split="test")
+    with pytest.raises(ConfigError, match=r"explain.heads_samples=11 is more than the 10 texts of the validation"):
+        plan(["heads"], {"heads_samples": 11}, sizes, split="test")
+    assert removal_kind("auto", {"[MASK]": 3}) == "mask" and removal_kind("auto", {"[PAD]": 0}) == "delete"
+
+
+# ---- on the toy set: known words decide the label ------------------------------------------------------
+SENTIMENT = set(
+    toy.POSITIVE + toy.NEGATIVE + toy.LOVE + toy.HATE + ["love", "enjoy", "like", "hate", "dislike", "regret"]
+)
+
+
+def deciding_words(words: list[str]) -> set[int]:
+    """The positions of the words that decide a toy review's label (toy.py's templates): the sentiment word after
+    "but" or after the comma of "although ..., ...", else every sentiment word and negation."""
+    if "but" in words or words[0] == "although":
+        start = words.index("but" if "but" in words else ",")
+        return {i for i in range(start + 1, len(words)) if words[i] in SENTIMENT}
+    return {i for i, w in enumerate(words) if w in SENTIMENT or w in ("not", "never", "hardly")}
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory):
+    """The default toy run for 3 epochs, the end-of-fit analysis always on (max_cost null)."""
+    tmp = tmp_path_factory.mktemp("toy")
+    overrides = [
+        "trainer.max_epochs=3",
+        f"paths.output_dir={tmp}",
+        "trainer.enable_progress_bar=false",
+        "callbacks.attention_maps=null",
+        "callbacks.model_analysis.max_cost=null",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    L.seed_everything(cfg.seed)
+    callbacks = instantiate_group(cfg.callbacks)
+    trainers = TrainerBuilder(cfg.trainer, callbacks, build_loggers(cfg.logger))
+    dm = build_data(cfg.data, output_dir=str(tmp))
+    dm.setup("fit")
+    module = build_model(instantiate(cfg.model, _partial_=True), dm)
+    trainer = trainers.for_model(module, dm)
+    trainer.fit(module, datamodule=dm)
+    (analysis,) = [c for c in callbacks if isinstance(c, ModelAnalysis)]
+    return tmp, trainer, module, dm, analysis
+
+
+@pytest.mark.slow
+def test_the_end_of_fit_analysis_reaches_tensorboard_and_the_run_folder(toy_run):
+    tmp, trainer, module, dm, analysis = toy_run
+    assert trainer.callback_metrics["val/acc"] > 0.9  # it learned the task
+    result = analysis.result
+    assert result.heads.rows == 400 and result.faithfulness.texts == 100 and result.faithfulness.removal == "mask"
+    assert analysis.cost["seconds"] > 0 and analysis.cost["fit_seconds"] > analysis.cost["seconds"]
+    files = {p.name for p in (tmp / "analysis").iterdir()}
+    assert files == {f"{n}.{e}" for n in ("heads", "pruning", "faithfulness") for e in ("png",)} | {
+        "heads.json", "faithfulness.json", "faithfulness.md"
+    }  # fmt: skip
+    saved = json.loads((tmp / "analysis" / "faithfulness.json").read_text())
+    assert saved["scores"]["integrated_gradients"]["aopc"] == pytest.approx(
+        result.faithfulness.scores["integrated_gradients"]["aopc"]
+    )
+    heads = json.loads((tmp / "analysis" / "heads.json").read_text())
+    assert np.array(heads["masked_accuracy"]).shape == (2, 4) and len(heads["pruning"]["masking"]["accuracy"]) == 9
+    acc = events(tmp / "tensorboard")
+    for tag in ("~explain/heads", "~explain/pruning", "~explain/faithfulness"):
+        assert [e.step for e in acc.Images(tag)] == [trainer.global_step]
+    texts = acc.Tags()["tensors"]
+    assert "~explain/faithfulness/text_summary" in texts and "~explain/summary/text_summary" in texts
+
+
+@pytest.mark.slow
+def test_every_method_beats_the_random_floor_and_ig_and_loo_find_the_deciding_words(toy_run):
+    _, _, module, dm, analysis = toy_run
+    scores = analysis.result.faithfulness.scores
+    for method in scores:
+        if method != "random":
+            assert scores[method]["comprehensiveness"] > scores["random"]["comprehensiveness"] + 0.1, method
+            assert scores[method]["aopc"] > scores["random"]["aopc"], method
+    val = dm.splits["validation"]
+    rows = [list(map(int, r)) for r in val.ids[:200]]
+    explained, _ = explain_texts(
+        module.net, rows, mask_id=MASK_ID, methods=["integrated_gradients", "leave_one_out", "random"]
+    )
+    for method, (top_one, all_first) in {"integrated_gradients": (0.75, 0.5), "leave_one_out": (0.75, 0.5),
+                                         "random": (None, None)}.items():  # fmt: skip
+        hits = firsts = 0
+        for row, e in zip(rows, explained, strict=True):
+            words = [dm.tokenizer.id_to_token(t) for t in row]
+            deciding = {i + 1 for i in deciding_words(words[1:])}
+            assert deciding, words
+            order = ranked(e.attributions[method])
+            hits += order[0] in deciding
+            firsts += set(order[: len(deciding)]) == deciding
+        if top_one is None:  # the check can fail: a random ranking rarely puts them first
+            assert firsts / len(rows) < 0.3
+        else:
+            assert hits / len(rows) >= top_one and firsts / len(rows) > all_first, (method, hits, firsts)
+
+
+@pytest.mark.slow
+def test_evaluate_runs_both_analyses_on_a_checkpoint_and_refuses_bad_inputs(toy_run, tmp_path: Path):
+    tmp, *_ = toy_run
+    ckpt = tmp / "checkpoints" / "last.ckpt"
+    start = time.monotonic()
+    proc = run_entry("evaluate.py", f"ckpt_path={ckpt}", "analysis=[heads,faithfulness]", f"paths.log_dir={tmp_path}")
+    assert time.monotonic() - start < 60
+    assert "head importance (masking each head" in proc.stdout and "faithfulness (ERASER; 100 test texts" in proc.stdout
+    (run,) = (tmp_path / "evaluate" / "runs").iterdir()
+    assert {"heads.png", "pruning.png", "faithfulness.png", "heads.json", "faithfulness.json"} <= {
+        p.name for p in (run / "analysis").iterdir()
+    }
+    assert json.loads((run / "analysis" / "faithfulness.json").read_text())["split"] == "test"
+    line = refused("evaluate.py", f"ckpt_path={ckpt}", "analysis=[heads,faithfulnes]", f"paths.log_dir={tmp_path}")
+    assert "analysis='faithfulnes' is not an analysis: did you mean analysis=faithfulness?" in line
+    line = refused("evaluate.py", f"ckpt_path={ckpt}", "analysis=faithfulness", "explain.samples=401",
+                   f"paths.log_dir={tmp_path}")  # fmt: skip
+    assert "explain.samples=401 is more than the 400 texts of the test split: use explain.samples=400" in line
+    line = refused(
+        "evaluate.py", f"ckpt_path={ckpt}", "analysis=heads", "explain.k=[10,100]", f"paths.log_dir={tmp_path}"
+    )
+    assert "explain.k=[10, 100]: 100 is not a percentage in (0, 100)" in line
+    assert len(list((tmp_path / "evaluate" / "runs").iterdir())) == 1  # the refused runs left no folder
