@@ -7,6 +7,7 @@ its median over rounds, so a burst of load from another process hits all of them
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -116,3 +117,13 @@ def write_json(path: Path, payload: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+
+
+def side_by_side_args(doc: str, name: str, rounds: int) -> argparse.Namespace:
+    """The command line of a benchmark that runs `python train.py` with and without something, side by side:
+    `--rounds`, `--json` (default benchmarks/results/<name>.json) and extra overrides for both runs."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--json", type=Path, default=RESULTS / f"{name}.json")
+    parser.add_argument("overrides", nargs="*", help="extra overrides for both runs, e.g. trainer.max_epochs=3")
+    return parser.parse_args()

@@ -12,7 +12,6 @@ fit, are reported too.
 
 from __future__ import annotations
 
-import argparse
 import re
 import resource
 import statistics
@@ -22,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, machine, write_json
+from common import ROOT, machine, side_by_side_args, write_json
 
 COST_LINE = re.compile(
     r"attention maps: (\d+) images at (\d+) steps, ([\d.]+) s on the training thread(?:, ([\d.]+) s on their own)?"
@@ -50,15 +49,12 @@ def run(overrides: list[str]) -> dict:
         "images": int(cost.group(1)) if cost else 0,
         "logs": int(cost.group(2)) if cost else 0,
         "test_acc": float(acc.group(1)) if acc else None,
+        "log": log,  # the run's train.log, for other benchmarks' own lines (benchmarks/analysis.py)
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "maps.json")
-    parser.add_argument("overrides", nargs="*", help="extra overrides for both runs, e.g. trainer.max_epochs=3")
-    args = parser.parse_args()
+    args = side_by_side_args(__doc__, "maps", rounds=3)
 
     variants = {"with maps": [], "without maps": ["callbacks.attention_maps=null"]}
     samples: dict[str, list[dict]] = {name: [] for name in variants}

@@ -33,7 +33,9 @@ class HeadImportance:
     masked_accuracy: np.ndarray  # (L, H): with that one head masked out
     masked_loss: np.ndarray  # (L, H)
     gradient: np.ndarray  # (L, H): E_x |dL(x)/d xi_h|, the gates at 1
-    spearman: float  # rank correlation of the loss increase from masking and the gradient score
+    # rank correlation of the gradient score and the size of the loss change from masking, |L(xi=0) - L(xi=1)|,
+    # which the score estimates to first order (both unsigned: masking a head can also lower the loss)
+    spearman: float
     # how heads are ordered for pruning ("masking": by loss increase, "gradient": by the score), least first,
     # and the accuracy / loss with the first 0, 1, ..., L*H of them masked out
     pruning: dict[str, dict[str, list]] = field(default_factory=dict)
@@ -59,7 +61,7 @@ class HeadImportance:
             "accuracy_drop": self.accuracy_drop.tolist(),
             "loss_increase": self.loss_increase.tolist(),
             "gradient": self.gradient.tolist(),
-            "spearman_masking_gradient": self.spearman,
+            "spearman_gradient_vs_masking": self.spearman,
             "pruning": self.pruning,
         }
 
@@ -79,7 +81,7 @@ class HeadImportance:
         return [
             f"with all {L * H} heads: accuracy {self.accuracy:.3f}, loss {self.loss:.4f} ({self.rows} rows)",
             f"masked alone, most important: {head(top)}; least: {head(low)}",
-            f"gradient score vs masking (Spearman): {self.spearman:.2f}",
+            f"gradient score vs |loss change| when masked (Spearman): {self.spearman:.2f}",
             f"pruned least important first: {keep} of {L * H} heads go before accuracy falls 0.01 or more",
         ]
 
@@ -140,7 +142,7 @@ def head_importance(
             masked_accuracy=masked_acc,
             masked_loss=masked_loss,
             gradient=gradient,
-            spearman=_spearman(masked_loss - loss, gradient),
+            spearman=_spearman(np.abs(masked_loss - loss), gradient),
         )
         for name, importance in (("masking", result.loss_increase), ("gradient", gradient)):
             order = [

@@ -101,7 +101,7 @@ class Analysis:
     def figures(self, label: str = "") -> dict[str, Figure]:
         """name -> figure: `heads` (the heatmaps), `pruning` (the curves), `faithfulness` (the bars)."""
         out = {}
-        about = f" · {label}" if label else ""
+        about = f", {label}" if label else ""
         if self.heads is not None:
             h = self.heads
             tables = {

@@ -13,6 +13,7 @@ Tags written (at the step the analysis ran):
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -54,8 +55,9 @@ def log_analysis(loggers: Sequence[Logger], result: Analysis, step: int, images:
 
 
 class ModelAnalysis(Callback):
-    """At the end of fit, on the model as it ends: head importance on the validation split and the faithfulness
-    of the token attributions on a seeded sample of it (`settings`: conf/explain, ExplainConfig's fields).
+    """At the end of fit, on the model the run keeps (the best checkpoint, which the test runs on; the weights as
+    fit ends when there is none): head importance on the validation split and the faithfulness of the token
+    attributions on a seeded sample of it (`settings`: conf/explain, ExplainConfig's fields).
 
     The inputs are checked at fit start, before training (a sample larger than its split is a ConfigError). At the
     end, one forward pass over the validation rows is timed and the analysis' cost extrapolated from it: when it
@@ -97,8 +99,8 @@ class ModelAnalysis(Callback):
         if self.plan is None or not trainer.is_global_zero or trainer.interrupted:
             return
         fit_seconds = time.perf_counter() - self.started
-        dm, net = trainer.datamodule, pl_module.net
-        estimate = self.estimate(net, dm.splits)
+        dm = trainer.datamodule
+        estimate = self.estimate(pl_module.net, dm.splits)
         self.cost = {"fit_seconds": fit_seconds, "estimated_seconds": estimate}
         if self.max_cost is not None and estimate > self.max_cost * fit_seconds:
             ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or "<run>/checkpoints/last.ckpt"
@@ -109,9 +111,11 @@ class ModelAnalysis(Callback):
             )
             return
         start = time.perf_counter()
+        net, weights = self.kept_model(trainer, pl_module)
         self.result = run_analyses(net, self.plan, splits=dm.splits, tokenizer=dm.tokenizer, progress=self.progress)
+        self.result.settings["weights"] = weights
         folder = Path(trainer.default_root_dir) / "analysis"
-        images = self.result.images()
+        images = self.result.images(label=weights)
         self.result.write(folder, images)
         log_analysis(image_loggers(trainer.loggers), self.result, trainer.global_step, images)
         spent = time.perf_counter() - start
@@ -119,9 +123,21 @@ class ModelAnalysis(Callback):
         for line in self.result.summary():
             log.info("%s", line)
         log.info(
-            "model analysis: %.1f s, %.0f%% of the fit's %.0f s (estimated %.1f s); %s",
-            *(spent, 100 * spent / max(fit_seconds, 1e-9), fit_seconds, estimate, folder),
+            "model analysis: %.1f s, %.0f%% of the fit's %.0f s (estimated %.1f s), of %s; %s",
+            *(spent, 100 * spent / max(fit_seconds, 1e-9), fit_seconds, estimate, weights, folder),
         )
+
+    @staticmethod
+    def kept_model(trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[torch.nn.Module, str]:
+        """The model the run keeps and what it is: the best checkpoint's weights in a copy of the module's net (read
+        by the trainer's own checkpoint loader, weights only), or the net as fit ends when there is no best."""
+        best = getattr(trainer.checkpoint_callback, "best_model_path", "") or ""
+        if not best or not Path(best).is_file():
+            return pl_module.net, "the weights at the end of fit"
+        state = trainer.strategy.load_checkpoint(best, weights_only=True)["state_dict"]
+        net = copy.deepcopy(pl_module.net)
+        net.load_state_dict({k.removeprefix("net."): v for k, v in state.items() if k.startswith("net.")})
+        return net, f"the best checkpoint {Path(best).name}"
 
     def command(self, ckpt: str) -> str:
         """The evaluate.py command that runs the same analyses on `ckpt`, with this run's data overrides."""

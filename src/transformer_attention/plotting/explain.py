@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
-from .style import CARD_PX, DPI, FONT_PX, TITLE_PX, text_px
+from .style import CARD_PX, DPI, FONT_PX, TITLE_PX, draw_header, header_px, text_px
 
 MEASURES = (  # what plot_faithfulness draws, and how to read it
     ("comprehensiveness", "comprehensiveness: higher is better"),
@@ -20,14 +20,16 @@ MEASURES = (  # what plot_faithfulness draws, and how to read it
 )
 
 
-def _figure(width_px: float, height_px: float, *, left: float, top: float, bottom: float) -> Figure:
-    """A figure with margins in pixels: a fixed layout (matplotlib's constrained layout took most of the time
-    these figures cost)."""
+def _figure(width_px: float, body_px: float, title: str | None, *, left: float, top: float, bottom: float) -> Figure:
+    """A figure `body_px` high below its `title` (wrapped to the width, never cut off), with margins in pixels: a
+    fixed layout (matplotlib's constrained layout took most of the time these figures cost)."""
+    head = header_px(title, width_px, status=False) if title else 0
+    height_px = head + top + body_px + bottom
     fig = Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI)
     FigureCanvasAgg(fig)
+    draw_header(fig, title, status=False)
     fig.subplots_adjust(
-        left=left / width_px, right=1 - 14 / width_px, top=1 - top / height_px, bottom=bottom / height_px,
-        hspace=0,
+        left=left / width_px, right=1 - 14 / width_px, top=1 - (head + top) / height_px, bottom=bottom / height_px,
     )  # fmt: skip
     return fig
 
@@ -53,7 +55,8 @@ def plot_head_importance(
     L, H = np.asarray(tables[names[0]]).shape
     cell = max(22, min(48, (CARD_PX - 70) // H))
     gap = 44  # a panel's title above it, the head labels below it
-    fig = _figure(max(CARD_PX, 70 + H * cell), 40 + len(names) * (L * cell + gap), left=56, top=40, bottom=24)
+    body = len(names) * L * cell + (len(names) - 1) * gap
+    fig = _figure(max(CARD_PX, 70 + H * cell), body, title, left=56, top=20, bottom=24)
     for ax, name in zip(_stack(fig, len(names), L * cell, gap), names, strict=True):
         values = np.asarray(tables[name], dtype=np.float64)
         if name in signed:
@@ -68,8 +71,6 @@ def plot_head_importance(
             shade = image.norm(v)
             colour = "white" if (shade < 0.5 if name not in signed else abs(shade - 0.5) > 0.3) else "black"
             ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=FONT_PX, color=colour)
-    if title:
-        fig.suptitle(title, fontsize=TITLE_PX, y=1 - 6 / (fig.get_figheight() * DPI), va="top")
     return fig
 
 
@@ -77,7 +78,7 @@ def plot_pruning(
     curves: Mapping[str, Sequence[float]], title: str | None = None, *, ylabel: str = "accuracy"
 ) -> Figure:
     """Accuracy (or `ylabel`) against the number of heads masked out, one line per pruning order."""
-    fig = _figure(CARD_PX, 260, left=46, top=24, bottom=36)
+    fig = _figure(CARD_PX, 200, title, left=46, top=8, bottom=36)
     ax = fig.subplots()
     for name, values in curves.items():
         ax.plot(range(len(values)), values, marker="o", markersize=3, linewidth=1.2, label=name)
@@ -86,8 +87,6 @@ def plot_pruning(
     ax.tick_params(labelsize=FONT_PX)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=FONT_PX, title="ordered by", title_fontsize=FONT_PX)
-    if title:
-        ax.set_title(title, fontsize=TITLE_PX)
     return fig
 
 
@@ -101,7 +100,8 @@ def plot_faithfulness(
     methods = sorted(scores, key=lambda m: -scores[m]["aopc"])
     row, gap = 15, 46  # a panel's title above it, the value ticks below it
     left = 12 + max(text_px(m, FONT_PX) for m in methods)
-    fig = _figure(CARD_PX, 44 + len(MEASURES) * (len(methods) * row + gap), left=left, top=44, bottom=24)
+    body = len(MEASURES) * len(methods) * row + (len(MEASURES) - 1) * gap
+    fig = _figure(CARD_PX, body, title, left=left, top=20, bottom=24)
     for ax, (measure, label) in zip(_stack(fig, len(MEASURES), len(methods) * row, gap), MEASURES, strict=True):
         values = [scores[m][measure] for m in methods]
         spread = [errors[m][measure] for m in methods] if errors else None
@@ -113,6 +113,4 @@ def plot_faithfulness(
         ax.set_title(label, fontsize=FONT_PX + 1)
         ax.tick_params(axis="x", labelsize=FONT_PX)
         ax.grid(axis="x", alpha=0.3)
-    if title:
-        fig.suptitle(title, fontsize=TITLE_PX, y=1 - 6 / (fig.get_figheight() * DPI), va="top", wrap=True)
     return fig
