@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from .style import CARD_PX, DPI, FONT_PX, TITLE_PX, draw_header, header_px, text_px
 
@@ -80,8 +81,9 @@ def plot_pruning(
     """Accuracy (or `ylabel`) against the number of heads masked out, one line per pruning order."""
     fig = _figure(CARD_PX, 200, title, left=46, top=8, bottom=36)
     ax = fig.subplots()
-    for name, values in curves.items():
-        ax.plot(range(len(values)), values, marker="o", markersize=3, linewidth=1.2, label=name)
+    for i, (name, values) in enumerate(curves.items()):  # dashed after the first: equal orders stay visible
+        ax.plot(range(len(values)), values, marker="o", markersize=3, linewidth=1.2, label=name, linestyle="-:"[i % 2])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("heads masked out (least important first)", fontsize=FONT_PX)
     ax.set_ylabel(ylabel, fontsize=FONT_PX)
     ax.tick_params(labelsize=FONT_PX)
