@@ -277,6 +277,9 @@ def test_the_end_of_fit_analysis_reaches_tensorboard_and_the_run_folder(toy_run)
     assert trainer.callback_metrics["val/acc"] > 0.9  # it learned the task
     result = analysis.result
     assert result.heads.rows == 400 and result.faithfulness.texts == 100 and result.faithfulness.removal == "mask"
+    best = trainer.checkpoint_callback  # the analysis is of the kept model, the one the test runs on
+    assert result.settings["weights"] == f"the best checkpoint {Path(best.best_model_path).name}"
+    assert result.heads.accuracy == pytest.approx(float(best.best_model_score), abs=1e-6)
     assert analysis.cost["seconds"] > 0 and analysis.cost["fit_seconds"] > analysis.cost["seconds"]
     files = {p.name for p in (tmp / "analysis").iterdir()}
     assert files == {f"{n}.{e}" for n in ("heads", "pruning", "faithfulness") for e in ("png",)} | {
@@ -347,3 +350,16 @@ def test_evaluate_runs_both_analyses_on_a_checkpoint_and_refuses_bad_inputs(toy_
     )
     assert "explain.k=[10, 100]: 100 is not a percentage in (0, 100)" in line
     assert len(list((tmp_path / "evaluate" / "runs").iterdir())) == 1  # the refused runs left no folder
+
+
+@pytest.mark.slow
+def test_an_analysis_that_would_cost_too_much_is_skipped_with_the_command_that_runs_it(tmp_path: Path, tiny_overrides):
+    proc = run_entry("train.py", *tiny_overrides, "callbacks.model_analysis.max_cost=0.0001")
+    log = next((tmp_path / "outputs" / "train" / "runs").glob("*/train.log")).read_text()
+    (line,) = [line for line in log.splitlines() if "model analysis skipped" in line]
+    assert "callbacks.model_analysis.max_cost=0.0001" in line
+    assert "python evaluate.py ckpt_path=" in line and "analysis=[heads,faithfulness] explain.split=validation" in line
+    assert "data.toy_size=400" in line  # the run's data overrides, so evaluate.py reads the same splits
+    assert not list((tmp_path / "outputs").rglob("analysis")) and proc.returncode == 0
+    line = refused("train.py", *tiny_overrides, "callbacks.model_analysis.max_cost=0")
+    assert "callbacks.model_analysis.max_cost=0 must be a positive share of the fit's time" in line
