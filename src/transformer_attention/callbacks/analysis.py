@@ -1,5 +1,5 @@
 """`ModelAnalysis`: at the end of fit, which heads matter and how faithful each token attribution is
-(analysis/), in TensorBoard (and any other image logger) and in `<run>/analysis/`; and `log_analysis`, which
+(analysis/), in TensorBoard (and any other image logger) and in `<run>/analysis/`; and `keep_analysis`, which
 evaluate.py's `analysis=` shares.
 
 Tags written (at the step the analysis ran):
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.callbacks import Callback
@@ -43,9 +42,13 @@ READING = (
 )
 
 
-def log_analysis(loggers: Sequence[Logger], result: Analysis, step: int, images: Mapping[str, np.ndarray]) -> None:
-    """The analysis' `images` (`Analysis.images`) and tables to every logger that takes them (tags in this
-    module's docstring)."""
+def keep_analysis(result: Analysis, folder: Path, loggers: Sequence[Logger], step: int, label: str = "") -> None:
+    """Where a run keeps what the analyses found: its figures (each drawn once), JSON and table in `folder`, and the
+    figures and tables in every logger that takes them (tags in this module's docstring), at `step`. `label` says
+    which weights were analysed, in the figures' titles."""
+    images = result.images(label)
+    result.write(folder, images)
+    loggers = image_loggers(loggers)
     for name, image in images.items():
         log_image(loggers, f"explain/{name}", image, step)
     if result.faithfulness is not None:
@@ -115,9 +118,7 @@ class ModelAnalysis(Callback):
         self.result = run_analyses(net, self.plan, splits=dm.splits, tokenizer=dm.tokenizer, progress=self.progress)
         self.result.settings["weights"] = weights
         folder = Path(trainer.default_root_dir) / "analysis"
-        images = self.result.images(label=weights)
-        self.result.write(folder, images)
-        log_analysis(image_loggers(trainer.loggers), self.result, trainer.global_step, images)
+        keep_analysis(self.result, folder, trainer.loggers, trainer.global_step, label=weights)
         spent = time.perf_counter() - start
         self.cost["seconds"] = spent
         for line in self.result.summary():

@@ -16,8 +16,7 @@ import lightning as L
 from omegaconf import DictConfig
 
 from ..analysis.report import HEADS_SPLIT, Analysis, plan, run_analyses
-from ..callbacks.analysis import log_analysis
-from ..callbacks.sinks import image_loggers
+from ..callbacks.analysis import keep_analysis
 from ..errors import CheckpointError
 from ..training.builders import TrainerBuilder, build_data, build_loggers, instantiate_group, logged_metrics
 from ..training.checkpoint import load_module
@@ -57,9 +56,8 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     if not chosen.names:
         return logged_metrics(trainer), None
     result = run_analyses(module.net, chosen, splits=datamodule.splits, tokenizer=datamodule.tokenizer)
-    images = result.images()
-    result.write(Path(cfg.paths.output_dir) / "analysis", images)
-    log_analysis(image_loggers(trainer.loggers), result, trainer.global_step, images)
+    folder, label = Path(cfg.paths.output_dir) / "analysis", f"checkpoint {Path(cfg.ckpt_path).name}"
+    keep_analysis(result, folder, trainer.loggers, trainer.global_step, label=label)
     return logged_metrics(trainer), result
 
 
