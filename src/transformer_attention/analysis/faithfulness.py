@@ -205,10 +205,10 @@ def faithfulness(
 ) -> Faithfulness:
     """Each method's ERASER scores on the texts of `rows`, averaged (`explain_texts`, which takes `options`:
     ig_steps, seed, batch_size, pad_id, progress); `tokens` are the rows' tokens, for the report's examples.
-    `removal` is "mask" (with its `mask_id`) or "delete"."""
+    `removal` says how words are removed ("mask" or "delete", for the report), `mask_id` the id that replaces
+    them (None: they are deleted; removal.replacement gives both)."""
     kept = [i for i, r in enumerate(rows) if len(r) > 1]  # a text with no word has nothing to rank
-    replace = mask_id if removal == "mask" else None
-    explained, ig_error = explain_texts(net, [rows[i] for i in kept], k=k, mask_id=replace, methods=methods, **options)
+    explained, ig_error = explain_texts(net, [rows[i] for i in kept], k=k, mask_id=mask_id, methods=methods, **options)
     report = Faithfulness(split=split, texts=len(kept), removal=removal, k=[float(q) for q in k], ig_error=ig_error)
     for method in methods:
         measures = [m for m in explained[0].scores[method] if m != "curve"] if explained else []

@@ -5,6 +5,7 @@ always stays; a text's words are its other positions."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from ..data.tokenizer import MASK
 
@@ -21,6 +22,13 @@ def removal_kind(removal: str, vocab: Collection[str]) -> str:
     if removal not in REMOVALS:
         raise ValueError(f"removal={removal!r}: expected auto, mask or delete")
     return removal
+
+
+def replacement(removal: str, tokenizer: Any) -> tuple[str, int | None]:
+    """How words of `tokenizer`'s texts are removed: `removal_kind`, and the id that replaces them ([MASK]'s), or
+    None when they are deleted."""
+    kind = removal_kind(removal, tokenizer.get_vocab())
+    return kind, tokenizer.token_to_id(MASK) if kind == "mask" else None
 
 
 def without(row: Sequence[int], positions: Collection[int], mask_id: int | None) -> list[int]:

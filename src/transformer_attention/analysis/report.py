@@ -24,7 +24,7 @@ from ..files import atomic_write
 from ..plotting import figure_to_array, plot_faithfulness, plot_head_importance, plot_pruning
 from .faithfulness import Explained, Faithfulness, explain_texts, faithfulness
 from .heads import HeadImportance, head_importance
-from .removal import REMOVALS, removal_kind
+from .removal import REMOVALS, replacement
 from .settings import ExplainConfig, check_analyses, check_explain, sample_size
 
 HEADS_SPLIT = "validation"  # head importance is measured where a model is chosen, never on test
@@ -184,11 +184,11 @@ def run_analyses(
         data = splits[chosen.split]
         picked = sample(len(data.ids), chosen.samples, s.seed)
         rows = [data.ids[i] for i in picked]
-        kind = removal_kind(s.removal, tokenizer.get_vocab())
+        kind, mask_id = replacement(s.removal, tokenizer)
         result.faithfulness = faithfulness(
             net, rows,
             tokens=[[tokenizer.id_to_token(int(t)) for t in row] for row in rows],
-            split=chosen.split, k=s.k, removal=kind, mask_id=tokenizer.token_to_id("[MASK]"),
+            split=chosen.split, k=s.k, removal=kind, mask_id=mask_id,
             ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size, pad_id=pad_id, progress=progress,
         )  # fmt: skip
         result.seconds["faithfulness"] = time.perf_counter() - start
@@ -201,10 +201,10 @@ def explain_rows(
     """Each row's attributions by PAGE_METHODS and their ERASER scores on it (None for a row with no word), and
     how words were removed ("replaced by [MASK]" or "deleted"): what predict.py's attention pages show."""
     s = explain_settings(settings)
-    kind = removal_kind(s.removal, tokenizer.get_vocab())
+    kind, mask_id = replacement(s.removal, tokenizer)
     keep = [i for i, row in enumerate(rows) if len(row) > 1]
     explained, _ = explain_texts(
-        net, [rows[i] for i in keep], k=s.k, mask_id=tokenizer.token_to_id("[MASK]") if kind == "mask" else None,
+        net, [rows[i] for i in keep], k=s.k, mask_id=mask_id,
         methods=PAGE_METHODS, ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size,
         pad_id=getattr(net, "pad_id", 0),
     )  # fmt: skip

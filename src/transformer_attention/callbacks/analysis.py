@@ -26,6 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
 
+from ..analysis.forward import probabilities
 from ..analysis.report import HEADS_SPLIT, Analysis, Plan, explain_settings, plan, run_analyses
 from ..analysis.settings import check_analyses
 from ..checks import is_number
@@ -158,8 +159,6 @@ class ModelAnalysis(Callback):
     def estimate(self, net: torch.nn.Module, splits: Mapping[str, Any]) -> float:
         """Seconds the planned analyses would take: one timed forward pass over the validation rows, scaled by the
         tokens each analysis runs through the model (a backward pass counted as two forward ones)."""
-        from ..analysis.forward import probabilities
-
         s, chosen = self.settings, self.plan
         rows = list(splits[HEADS_SPLIT].ids)
         start = time.perf_counter()
