@@ -1,7 +1,7 @@
 """The analyses' results of evaluate.py runs, as the guide's tables: each method's comprehensiveness, sufficiency
 and AOPC, and the heads' importance, read from `<run>/analysis/*.json`.
 
-    python evaluate.py ckpt_path=<toy run>/checkpoints/last.ckpt 'analysis=[heads,faithfulness]' explain.samples=400
+    python evaluate.py ckpt_path=<toy run>/checkpoints/last.ckpt 'analyses=[heads,faithfulness]' analysis.samples=400
     python benchmarks/faithfulness.py toy=outputs/evaluate/runs/<time> [rotten_tomatoes=...] \\
         [--json benchmarks/results/faithfulness.json]
 

@@ -1,7 +1,8 @@
 """Which heads and which words matter (analysis/): head masking, the gradient score and the ERASER scores against a
 NumPy oracle of a hand-built 1-layer model; the settings' checks; and, on the toy set, where known words decide the
 label, that Integrated Gradients and leave-one-out find them and every method beats the random floor, through the
-end-of-fit callback (TensorBoard's explain/ tags, <run>/analysis/) and `evaluate.py analysis=...`."""
+end-of-fit callback (TensorBoard's analysis/ tags, <run>/analysis/) and `evaluate.py analyses=...`; and that the
+cost estimate's pass counts are the passes the analyses make."""
 
 from __future__ import annotations
 
@@ -20,13 +21,24 @@ from hydra.utils import instantiate
 from test_callbacks import events
 from test_refusals import refused
 
-from transformer_attention.analysis import ExplainConfig, check_analyses, check_explain
-from transformer_attention.analysis.faithfulness import CURVE, eraser_scores, explain_texts, ranked, top_count
+from transformer_attention.analysis import AnalysisConfig, check_analyses, check_analysis_settings
+from transformer_attention.analysis.attributions import ATTRIBUTIONS
+from transformer_attention.analysis.faithfulness import (
+    CURVE,
+    eraser_scores,
+    explain_texts,
+    faithfulness,
+    ranked,
+    top_count,
+)
+from transformer_attention.analysis.faithfulness import passes as faithfulness_passes
 from transformer_attention.analysis.heads import head_importance
+from transformer_attention.analysis.heads import passes as heads_passes
+from transformer_attention.analysis.plan import plan
 from transformer_attention.analysis.removal import keeping, removal_kind, without
-from transformer_attention.analysis.report import plan
 from transformer_attention.callbacks import ModelAnalysis
-from transformer_attention.data import toy
+from transformer_attention.callbacks import analysis as analysis_callback
+from transformer_attention.data import EncodedDataset, toy
 from transformer_attention.errors import ConfigError
 from transformer_attention.model import TransformerClassifier
 from transformer_attention.training.builders import (
@@ -202,31 +214,95 @@ def test_leave_one_out_and_the_gradient_methods_on_the_oracle():
     )
 
 
+# ---- the cost estimate: each analysis says how many passes it makes -------------------------------------
+def counting(net: torch.nn.Module) -> dict[str, int]:
+    """The rows `net` runs forward, and the rows a gradient flows back through its logits, as they happen."""
+    made = {"forward": 0, "backward": 0}
+
+    def backward(grad: torch.Tensor) -> None:
+        made["backward"] += grad.shape[0]
+
+    def seen(module, args, out) -> None:
+        made["forward"] += args[0].shape[0]
+        if out.logits.requires_grad:
+            out.logits.register_hook(backward)
+
+    net.register_forward_hook(seen)
+    return made
+
+
+def test_head_importance_makes_the_passes_it_says():
+    net = hand_model()
+    made = counting(net)
+    head_importance(net, ROWS, LABELS, batch_size=2)
+    said = heads_passes(len(ROWS), num_layers=1, num_heads=2)
+    assert made == {"forward": said.forward, "backward": said.backward}
+    assert said.cost == len(ROWS) * (1 + 3 * 1 * 2 + 3)  # all heads, 3 x L x H masked, a backward as two forwards
+
+
+@pytest.mark.parametrize("method", ATTRIBUTIONS)
+def test_faithfulness_makes_the_passes_it_says(method: str):
+    """One method at a time, on texts of different lengths with words masked: no two removals coincide, so the
+    count is exact; with every method together it is what the model is spared when two of them agree."""
+    net = hand_model()
+    made = counting(net)
+    rows = [*ROWS, [2]]  # a text with no word: not scored
+    tokens = [[str(t) for t in row] for row in rows]
+    options = {"k": [25, 50], "ig_steps": 8}
+    faithfulness(net, rows, tokens=tokens, split="validation", mask_id=MASK_ID, methods=[method], **options)
+    said = faithfulness_passes(rows, methods=[method], **options)
+    assert made == {"forward": said.forward, "backward": said.backward}
+    made.update(forward=0, backward=0)
+    faithfulness(net, rows, tokens=tokens, split="validation", mask_id=MASK_ID, methods=ATTRIBUTIONS, **options)
+    said = faithfulness_passes(rows, methods=ATTRIBUTIONS, **options)
+    assert made["backward"] == said.backward and made["forward"] <= said.forward
+
+
+def test_the_cost_estimate_sums_the_passes_the_analyses_say(monkeypatch):
+    """ModelAnalysis.estimate: the seconds per token of one timed pass over the validation rows, times the passes
+    each analysis says it makes on the rows it will read, each as long as their mean."""
+    net = hand_model()
+    callback = ModelAnalysis(settings={"samples": 3, "ig_steps": 8, "k": [25, 50]})
+    splits = {"validation": EncodedDataset(ROWS, LABELS), "train": EncodedDataset(ROWS, LABELS)}
+    callback.plan = plan(callback.names, callback.settings, {"validation": 5}, split="validation")
+    clock = iter([10.0, 10.5])  # the timed pass takes 0.5 s
+    monkeypatch.setattr(analysis_callback.time, "perf_counter", lambda: next(clock))
+    per_token = 0.5 / sum(len(r) for r in ROWS)
+    heads_rows, _ = callback.plan.rows("heads", splits)
+    texts, _ = callback.plan.rows("faithfulness", splits)
+    assert len(heads_rows) == 5 and len(texts) == 3
+    tokens = heads_passes(5, num_layers=1, num_heads=2).cost * np.mean([len(r) for r in heads_rows])
+    tokens += faithfulness_passes(texts, k=[25, 50], methods=ATTRIBUTIONS, ig_steps=8).cost * np.mean(
+        [len(r) for r in texts]
+    )
+    assert callback.estimate(net, splits) == pytest.approx(tokens * per_token)
+
+
 # ---- the settings, checked before any work -----------------------------------------------------------
 def test_the_settings_are_checked_with_one_line_each():
     assert check_analyses("heads") == ["heads"] and check_analyses(["faithfulness", "heads"]) == [
         "faithfulness",
         "heads",
     ]
-    with pytest.raises(ConfigError, match=r"analysis='head' is not an analysis: did you mean analysis=heads\?"):
+    with pytest.raises(ConfigError, match=r"analyses='head' is not an analysis: did you mean analyses=heads\?"):
         check_analyses(["head"])
     cases = {
-        "k": ([0, 50], r"explain.k=\[0, 50\]: 0 is not a percentage in \(0, 100\)"),
-        "samples": (0, r"explain.samples=0 must be a whole number >= 1"),
-        "removal": ("drop", r"explain.removal='drop' is not one of auto, mask, delete"),
-        "ig_steps": (1, r"explain.ig_steps=1 must be a whole number >= 2"),
-        "split": ("train", r"explain.split='train' is not a split"),
+        "k": ([0, 50], r"analysis.k=\[0, 50\]: 0 is not a percentage in \(0, 100\)"),
+        "samples": (0, r"analysis.samples=0 must be a whole number >= 1"),
+        "removal": ("drop", r"analysis.removal='drop' is not one of auto, mask, delete"),
+        "ig_steps": (1, r"analysis.ig_steps=1 must be a whole number >= 2"),
+        "split": ("train", r"analysis.split='train' is not a split"),
     }
     for key, (value, message) in cases.items():
         with pytest.raises(ConfigError, match=message):
-            check_explain({key: value})
-    check_explain(vars(ExplainConfig()))  # the defaults pass
+            check_analysis_settings({key: value})
+    check_analysis_settings(vars(AnalysisConfig()))  # the defaults pass
     sizes = {"train": 50, "validation": 10, "test": 12}
     chosen = plan(["heads", "faithfulness"], {}, sizes, split="test")
     assert (chosen.samples, chosen.heads_samples, chosen.splits) == (12, 10, {"test", "validation"})
-    with pytest.raises(ConfigError, match=r"explain.samples=13 is more than the 12 texts of the test split"):
+    with pytest.raises(ConfigError, match=r"analysis.samples=13 is more than the 12 texts of the test split"):
         plan(["faithfulness"], {"samples": 13}, sizes, split="test")
-    with pytest.raises(ConfigError, match=r"explain.heads_samples=11 is more than the 10 texts of the validation"):
+    with pytest.raises(ConfigError, match=r"analysis.heads_samples=11 is more than the 10 texts of the validation"):
         plan(["heads"], {"heads_samples": 11}, sizes, split="test")
     assert removal_kind("auto", {"[MASK]": 3}) == "mask" and removal_kind("auto", {"[PAD]": 0}) == "delete"
 
@@ -292,10 +368,10 @@ def test_the_end_of_fit_analysis_reaches_tensorboard_and_the_run_folder(toy_run)
     heads = json.loads((tmp / "analysis" / "heads.json").read_text())
     assert np.array(heads["masked_accuracy"]).shape == (2, 4) and len(heads["pruning"]["masking"]["accuracy"]) == 9
     acc = events(tmp / "tensorboard")
-    for tag in ("~explain/heads", "~explain/pruning", "~explain/faithfulness"):
+    for tag in ("~analysis/heads", "~analysis/pruning", "~analysis/faithfulness"):
         assert [e.step for e in acc.Images(tag)] == [trainer.global_step]
     texts = acc.Tags()["tensors"]
-    assert "~explain/faithfulness/text_summary" in texts and "~explain/summary/text_summary" in texts
+    assert "~analysis/faithfulness/text_summary" in texts and "~analysis/summary/text_summary" in texts
 
 
 @pytest.mark.slow
@@ -332,7 +408,7 @@ def test_evaluate_runs_both_analyses_on_a_checkpoint_and_refuses_bad_inputs(toy_
     tmp, *_ = toy_run
     ckpt = tmp / "checkpoints" / "last.ckpt"
     start = time.monotonic()
-    proc = run_entry("evaluate.py", f"ckpt_path={ckpt}", "analysis=[heads,faithfulness]", f"paths.log_dir={tmp_path}")
+    proc = run_entry("evaluate.py", f"ckpt_path={ckpt}", "analyses=[heads,faithfulness]", f"paths.log_dir={tmp_path}")
     assert time.monotonic() - start < 60
     assert "head importance (masking each head" in proc.stdout and "faithfulness (ERASER; 100 test texts" in proc.stdout
     (run,) = (tmp_path / "evaluate" / "runs").iterdir()
@@ -340,15 +416,15 @@ def test_evaluate_runs_both_analyses_on_a_checkpoint_and_refuses_bad_inputs(toy_
         p.name for p in (run / "analysis").iterdir()
     }
     assert json.loads((run / "analysis" / "faithfulness.json").read_text())["split"] == "test"
-    line = refused("evaluate.py", f"ckpt_path={ckpt}", "analysis=[heads,faithfulnes]", f"paths.log_dir={tmp_path}")
-    assert "analysis='faithfulnes' is not an analysis: did you mean analysis=faithfulness?" in line
-    line = refused("evaluate.py", f"ckpt_path={ckpt}", "analysis=faithfulness", "explain.samples=401",
+    line = refused("evaluate.py", f"ckpt_path={ckpt}", "analyses=[heads,faithfulnes]", f"paths.log_dir={tmp_path}")
+    assert "analyses='faithfulnes' is not an analysis: did you mean analyses=faithfulness?" in line
+    line = refused("evaluate.py", f"ckpt_path={ckpt}", "analyses=faithfulness", "analysis.samples=401",
                    f"paths.log_dir={tmp_path}")  # fmt: skip
-    assert "explain.samples=401 is more than the 400 texts of the test split: use explain.samples=400" in line
+    assert "analysis.samples=401 is more than the 400 texts of the test split: use analysis.samples=400" in line
     line = refused(
-        "evaluate.py", f"ckpt_path={ckpt}", "analysis=heads", "explain.k=[10,100]", f"paths.log_dir={tmp_path}"
+        "evaluate.py", f"ckpt_path={ckpt}", "analyses=heads", "analysis.k=[10,100]", f"paths.log_dir={tmp_path}"
     )
-    assert "explain.k=[10, 100]: 100 is not a percentage in (0, 100)" in line
+    assert "analysis.k=[10, 100]: 100 is not a percentage in (0, 100)" in line
     assert len(list((tmp_path / "evaluate" / "runs").iterdir())) == 1  # the refused runs left no folder
 
 
@@ -358,7 +434,7 @@ def test_an_analysis_that_would_cost_too_much_is_skipped_with_the_command_that_r
     log = next((tmp_path / "outputs" / "train" / "runs").glob("*/train.log")).read_text()
     (line,) = [line for line in log.splitlines() if "model analysis skipped" in line]
     assert "callbacks.model_analysis.max_cost=0.0001" in line
-    assert "python evaluate.py ckpt_path=" in line and "analysis=[heads,faithfulness] explain.split=validation" in line
+    assert "python evaluate.py ckpt_path=" in line and "analyses=[heads,faithfulness] analysis.split=validation" in line
     assert "data.toy_size=400" in line  # the run's data overrides, so evaluate.py reads the same splits
     assert not list((tmp_path / "outputs").rglob("analysis")) and proc.returncode == 0
     line = refused("train.py", *tiny_overrides, "callbacks.model_analysis.max_cost=0")

@@ -19,6 +19,7 @@ from sklearn.metrics import precision_recall_fscore_support
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 
+from transformer_attention import inference
 from transformer_attention.callbacks import (
     AttentionMapLogger,
     ClassificationReport,
@@ -222,6 +223,26 @@ def test_maps_and_predict_share_one_inference_path(fitted, monkeypatch):
         in t.tensor_proto.string_val[0].decode()
         for t in tables
     )
+
+
+def test_the_maps_run_the_model_through_the_one_forward_function(fitted, monkeypatch):
+    """Every forward of the model the callback logs goes through `inference.forward`, one for its examples."""
+    module, maps = fitted.module, fitted.maps
+    calls = {"forward": 0, "model": 0}
+    real = inference.forward
+
+    def counted(*args, **kwargs):
+        calls["forward"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "forward", counted)
+    hook = module.net.register_forward_hook(lambda *_: calls.__setitem__("model", calls["model"] + 1))
+    try:
+        maps.log_maps(fitted.trainer, module)
+        maps.wait()
+    finally:
+        hook.remove()
+    assert calls == {"forward": 1, "model": 1}
 
 
 def test_hparams_session_is_read_back_and_a_live_reader_keeps_following(tmp_path):

@@ -20,7 +20,7 @@ from conftest import ROOT, entry_env
 from omegaconf import OmegaConf
 from test_checkpoint import save_like_lightning, tiny_module
 
-from transformer_attention.analysis.report import PAGE_METHODS, explain_rows
+from transformer_attention.analysis.run import PAGE_METHODS, explain_rows
 from transformer_attention.data import load_tokenizer
 from transformer_attention.errors import ConfigError
 from transformer_attention.inference import Prediction, predict

@@ -1,5 +1,6 @@
-"""Using a trained model: the one inference path (`infer`), the predict() API on it, `python predict.py`
-and `python evaluate.py` on a checkpoint alone, in fresh processes and from another working directory."""
+"""Using a trained model: the one inference path (`inference.forward`, `infer` on it), the predict() API on it,
+`python predict.py` and `python evaluate.py` on a checkpoint alone, in fresh processes and from another working
+directory."""
 
 from __future__ import annotations
 
@@ -9,16 +10,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import ROOT, TINY, entry_env, run_dirs, run_entry
 from test_checkpoint import tiny_module
 from test_train import final_metrics
 
+from transformer_attention import inference
+from transformer_attention.analysis.faithfulness import explain_texts
+from transformer_attention.analysis.heads import head_importance
 from transformer_attention.data import collate, load_tokenizer
 from transformer_attention.data.tokenizer import encode
 from transformer_attention.errors import InputError
-from transformer_attention.inference import Prediction, infer, predict
+from transformer_attention.inference import Prediction, batched, infer, predict, probabilities
 from transformer_attention.module import ClassifierModule
 from transformer_attention.tasks.predict import read_texts
 from transformer_attention.training.checkpoint import load_module
@@ -68,6 +73,62 @@ def test_infer_rows_are_what_the_model_gives_each_row_alone():
     assert infer(module, ids)[0].attentions is None and infer(module, []) == []
     with pytest.raises(ValueError, match="batch_size=0"):
         infer(module, ids, batch_size=0)
+
+
+def test_batches_hold_the_rows_in_order_or_shortest_first_with_their_indices():
+    module = tiny_module()
+    rows = [[2, 5, 6, 7], [2, 8], [2, 5, 6], [2, 9]]
+    (one,) = batched(module, rows)
+    assert one.index == [0, 1, 2, 3] and one.labels is None
+    assert one.ids.tolist() == [[2, 5, 6, 7], [2, 8, 0, 0], [2, 5, 6, 0], [2, 9, 0, 0]]
+    assert one.mask.tolist() == [[True] * 4, [True] * 2 + [False] * 2, [True] * 3 + [False], [True] * 2 + [False] * 2]
+    short, long = batched(module, rows, batch_size=2, by_length=True, labels=[1, 0, 1, 0])
+    assert (short.index, long.index) == ([1, 3], [2, 0]) and short.ids.shape == (2, 2)  # little padding
+    assert long.labels.tolist() == [1, 1]
+    p = probabilities(module, rows, batch_size=2)  # back in the rows' order, float64
+    assert p.dtype == np.float64
+    for row, expected in zip(infer(module, rows), p, strict=True):
+        np.testing.assert_allclose(row.probabilities.numpy(), expected, atol=1e-6)
+
+
+def test_every_forward_goes_through_the_one_forward_function(monkeypatch):
+    """predict, infer and the analyses (their gradient passes, captum's included) run the model through
+    `inference.forward` only: each of the model's forward calls is one of its calls."""
+    module = tiny_module()
+    calls = {"forward": 0, "model": 0}
+    real = inference.forward
+
+    def counted(*args, **kwargs):
+        calls["forward"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "forward", counted)
+    module.net.register_forward_hook(lambda *_: calls.__setitem__("model", calls["model"] + 1))
+    rows = encode(load_tokenizer(module.tokenizer_json), SENTENCES, 32)
+    seen = []
+    for run in (
+        lambda: predict(module, SENTENCES, need_weights=True),
+        lambda: infer(module.net, rows, batch_size=2),
+        lambda: head_importance(module.net, rows, [0, 1, 0], batch_size=2),
+        lambda: explain_texts(module.net, rows, mask_id=3, ig_steps=4, batch_size=8),
+    ):
+        before = calls["forward"]
+        run()
+        seen.append(calls["forward"] - before)
+        assert calls["model"] == calls["forward"]
+    assert min(seen) > 0, seen
+
+
+def test_the_device_and_the_pad_id_are_looked_up_in_one_place():
+    """The old loops are gone: no module but inference.py finds the model's device or its pad id, and the analyses
+    and callbacks set no eval mode or grad mode of their own."""
+    src = ROOT / "src" / "transformer_attention"
+    for pattern in (r"\.parameters\(\)\)\.device", r"getattr\(.*[\"']pad_id[\"']|\.get\([\"']pad_id[\"']"):
+        users = sorted(p.relative_to(src).as_posix() for p in src.rglob("*.py") if re.search(pattern, p.read_text()))
+        assert users == ["inference.py"], (pattern, users)
+    callbacks = [src / "callbacks" / "attention_maps.py", src / "callbacks" / "analysis.py"]
+    for path in [*(src / "analysis").glob("*.py"), *callbacks]:
+        assert not re.search(r"evaluating\(|no_grad|\bmodel\(|\bnet\(", path.read_text()), path.name
 
 
 # ---- the Python API, no training ----------------------------------------------------------------

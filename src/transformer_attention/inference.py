@@ -1,23 +1,27 @@
-"""One inference path: token-id rows in; each row's logits, probabilities and, when asked, every
-layer's attention out (`infer`); and on it, `predict(module, texts)`, what a checkpoint says of your own texts.
-`predict` and `AttentionMapLogger` both run the model through `infer`.
+"""One forward pass: token-id rows in, padded into batches on the model's device (`batched`: in order, or the
+shortest together), each through the model in eval mode (`forward`, the one place that calls it), with or without
+every layer's attention, a head mask and gradients. On it: `infer` (each row's logits, probabilities, attention),
+`probabilities` (float64, for the analyses), `logit_function` (what captum calls) and `predict(module, texts)`,
+what a checkpoint says of your own texts. `AttentionMapLogger`, predict.py's pages and every analysis run here.
 
     module = ClassifierModule.load_from_checkpoint("outputs/.../checkpoints/last.ckpt")
     for p in predict(module, ["not bad at all", "a dull, lifeless film"], need_weights=True):
         print(p.label, p.probabilities, p.tokens, p.attentions[0].shape)  # (H, T, T) per layer
 
+The model runs in eval mode (no dropout: the attention it returns is what it computed), on its own device, and
+without gradients unless asked; afterwards every submodule is back in the mode it was in, frozen (eval-mode)
+parts of a training model included, even when the forward raises.
 
-The model runs in eval mode (no dropout: the attention it returns is what it computed) and without
-gradients, on its own device; afterwards every submodule is back in the mode it was in, frozen
-(eval-mode) parts of a training model included, even when the forward raises.
+Shapes: N rows, B a batch, T its longest row, C classes, L layers, H heads.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -26,9 +30,124 @@ from .data.batches import collate
 from .data.labels import names_or_ids
 from .data.tokenizer import PAD_ID, UNK_ID, encode, load_tokenizer
 from .errors import InputError
+from .model.classifier import ClassifierOutput
 from .module import ClassifierModule, evaluating
 
 log = logging.getLogger(__name__)
+BACKWARD_COST = 2  # a backward pass costs about two forward passes
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Rows of token ids padded to the longest of them, on the model's device, and which rows they are."""
+
+    index: list[int]  # each row's position in the rows `batched` was given
+    ids: torch.Tensor  # (B, T) long
+    mask: torch.Tensor  # (B, T) bool, True = a real token
+    labels: torch.Tensor | None = None  # (B,) long, when given
+
+
+@dataclass(frozen=True)
+class Passes:
+    """The model work a computation does, in rows: how many it runs forward, and how many backward."""
+
+    forward: int = 0
+    backward: int = 0
+
+    def __add__(self, other: Passes) -> Passes:
+        return Passes(forward=self.forward + other.forward, backward=self.backward + other.backward)
+
+    @property
+    def cost(self) -> int:
+        """In forward passes of a row, a backward one counted as BACKWARD_COST."""
+        return self.forward + BACKWARD_COST * self.backward
+
+
+def pad_id_of(model: nn.Module) -> int:
+    """The id `model` pads with: a TransformerClassifier's, or that of the one a module holds as `.net`."""
+    return getattr(getattr(model, "net", model), "pad_id", PAD_ID)
+
+
+def batched(
+    model: nn.Module,
+    rows: Sequence[Sequence[int]],
+    *,
+    batch_size: int | None = None,
+    by_length: bool = False,
+    labels: Sequence[int] | None = None,
+    pad_id: int | None = None,
+) -> list[Batch]:
+    """`rows` in padded batches of `batch_size` (None: all in one) on `model`'s device, padded with its pad id
+    (or `pad_id`): in their order, or shortest first (`by_length`) so that a batch pads little."""
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size={batch_size} must be >= 1 (or None: all rows in one batch)")
+    device = next(model.parameters()).device
+    pad = pad_id_of(model) if pad_id is None else pad_id
+    order = sorted(range(len(rows)), key=lambda i: (len(rows[i]), i)) if by_length else list(range(len(rows)))
+    step = batch_size or max(len(rows), 1)
+    out = []
+    for start in range(0, len(order), step):
+        index = order[start : start + step]
+        items = [{"input_ids": rows[i], "labels": 0 if labels is None else int(labels[i])} for i in index]
+        batch = collate(items, pad_id=pad)
+        ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)  # (B, T)
+        given = None if labels is None else batch["labels"].to(device)  # (B,)
+        out.append(Batch(index=index, ids=ids, mask=mask, labels=given))
+    return out
+
+
+def forward(
+    model: nn.Module,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    need_weights: bool = False,
+    head_mask: torch.Tensor | None = None,
+    grad: bool | None = False,
+) -> ClassifierOutput:
+    """`model(ids, mask)` in eval mode, every submodule's mode restored after. `grad`: build the graph for
+    gradients (True), not (False), or as the caller's grad mode is (None: what captum sets)."""
+    extra = {} if head_mask is None else {"head_mask": head_mask}  # a pretraining module takes no head mask
+    with evaluating(model), torch.set_grad_enabled(torch.is_grad_enabled() if grad is None else grad):
+        return model(ids, mask, need_weights=need_weights, **extra)
+
+
+def forward_batches(
+    model: nn.Module,
+    batches: Iterable[Batch],
+    *,
+    need_weights: bool = False,
+    head_mask: torch.Tensor | None = None,
+    grad: bool = False,
+) -> Iterator[tuple[Batch, ClassifierOutput]]:
+    """Each batch and what `forward` gives for it, in turn. `head_mask`: (L, H) for every row, or (N, L, H), one
+    per row of what `batched` was given (1 keeps a head, 0 masks its output)."""
+    for batch in batches:
+        gates = None if head_mask is None else head_mask.to(batch.ids.device)
+        if gates is not None and gates.dim() == 3:
+            gates = gates[batch.index]  # (B, L, H): this batch's rows
+        yield batch, forward(model, batch.ids, batch.mask, need_weights=need_weights, head_mask=gates, grad=grad)
+
+
+def logit_function(model: nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """`(ids, mask) -> (B, C) logits` through `forward`, the grad mode left to the caller: what captum's layer
+    attributions call (they take gradients on the token embedding)."""
+    return lambda ids, mask: forward(model, ids, mask, grad=None).logits
+
+
+def probabilities(
+    model: nn.Module, rows: Sequence[Sequence[int]], *, batch_size: int, head_mask: torch.Tensor | None = None
+) -> np.ndarray:
+    """(N, C) float64: the softmax of the model's logits for each row, in the rows' order (the shortest batched
+    together); `head_mask` (L, H) as `forward_batches` takes it."""
+    out: np.ndarray | None = None
+    data = batched(model, rows, batch_size=batch_size, by_length=True)
+    for batch, result in forward_batches(model, data, head_mask=head_mask):
+        probs = result.logits.double().softmax(dim=-1).cpu().numpy()  # (B, C)
+        if out is None:
+            out = np.empty((len(rows), probs.shape[1]))
+        out[batch.index] = probs
+    return np.empty((0, 0)) if out is None else out
 
 
 @dataclass(frozen=True)
@@ -44,36 +163,23 @@ def infer(
     model: nn.Module,
     ids: Sequence[Sequence[int]],
     *,
-    pad_id: int = PAD_ID,
+    pad_id: int | None = None,
     need_weights: bool = False,
     batch_size: int | None = None,
 ) -> list[RowOutput]:
-    """Run `model` (a ClassifierModule or TransformerClassifier: `model(ids, mask, need_weights=...)`
-    returning `(logits, attentions)`) on `ids`, `batch_size` rows at a time (None: all at once), each
-    batch padded with `pad_id` to its longest row and masked; one RowOutput per row, in order."""
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size={batch_size} must be >= 1 (or None: all rows in one batch)")
-    with evaluating(model), torch.no_grad():  # every submodule's mode restored, frozen parts included
-        step = batch_size or max(len(ids), 1)
-        results: list[RowOutput] = []
-        for start in range(0, len(ids), step):
-            results += _batch(model, ids[start : start + step], pad_id=pad_id, need_weights=need_weights)
-        return results
-
-
-def _batch(model: nn.Module, rows: Sequence[Sequence[int]], *, pad_id: int, need_weights: bool) -> list[RowOutput]:
-    """One padded batch through the model, split back into rows."""
-    device = next(model.parameters()).device
-    batch = collate([{"input_ids": row, "labels": 0} for row in rows], pad_id=pad_id)
-    out = model(batch["input_ids"].to(device), batch["attention_mask"].to(device), need_weights=need_weights)
-    logits = out.logits.float().cpu()  # (B, C)
-    probs = logits.softmax(dim=-1)  # (B, C)
-    layers = [a.float().cpu() for a in out.attentions] if need_weights else []  # each (B, H, T, T)
-    results = []
-    for b, row in enumerate(rows):
-        T = len(row)  # real tokens: the batch's padding is cut off
-        attentions = [a[b, :, :T, :T] for a in layers] if need_weights else None  # each (H, T, T)
-        results.append(RowOutput(logits=logits[b], probabilities=probs[b], attentions=attentions))
+    """Run `model` (a ClassifierModule or TransformerClassifier: `model(ids, mask, need_weights=...)` returning
+    `(logits, attentions)`) on `ids`, `batch_size` rows at a time (None: all at once), each batch padded with
+    `pad_id` (None: the model's) to its longest row and masked; one RowOutput per row, in order."""
+    results: list[RowOutput] = []
+    data = batched(model, ids, batch_size=batch_size, pad_id=pad_id)
+    for batch, out in forward_batches(model, data, need_weights=need_weights):
+        logits = out.logits.float().cpu()  # (B, C)
+        probs = logits.softmax(dim=-1)  # (B, C)
+        layers = [a.float().cpu() for a in out.attentions] if need_weights else []  # each (B, H, T, T)
+        for b, i in enumerate(batch.index):
+            T = len(ids[i])  # real tokens: the batch's padding is cut off
+            attentions = [a[b, :, :T, :T] for a in layers] if need_weights else None  # each (H, T, T)
+            results.append(RowOutput(logits=logits[b], probabilities=probs[b], attentions=attentions))
     return results
 
 
@@ -127,7 +233,7 @@ def predict(
     unknown = [i for i, row in enumerate(ids) if len(row) > 1 and all(int(t) == UNK_ID for t in row[1:])]
     for i in unknown:  # after [CLS]: the model sees no word it knows, so the prediction says nothing of the text
         log.warning("text %d is all [UNK] tokens (no word of it is in the model's vocabulary): %r", i, texts[i][:80])
-    rows = infer(module, ids, pad_id=hp.get("pad_id", PAD_ID), need_weights=need_weights, batch_size=batch_size)
+    rows = infer(module, ids, need_weights=need_weights, batch_size=batch_size)
     results = []
     for text, row_ids, row in zip(texts, ids, rows, strict=True):
         k = int(row.probabilities.argmax())

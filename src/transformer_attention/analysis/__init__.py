@@ -1,32 +1,37 @@
 """Which heads and which words matter, measured on a trained classifier: head importance by masking each head
 and by the gradient score (heads.py, Michel et al. 2019), token attributions by six methods (attributions.py:
 attention, rollout, gradient x input, Integrated Gradients, leave-one-out, random) and how faithful each is by
-the ERASER measures (faithfulness.py, DeYoung et al. 2020); report.py plans, runs and writes them.
+the ERASER measures (faithfulness.py, DeYoung et al. 2020). plan.py checks what a run asks for before any work,
+run.py runs it (every forward pass through inference.py), write.py draws and writes what it found.
 
 The names below load with their module on first use (PEP 562): `analysis.settings`, all that a config check
-needs, imports no torch.
+needs, imports no torch. `plan()` is imported from `analysis.plan`, the module of the same name.
 """
 
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .settings import ANALYSES, ExplainConfig, check_analyses, check_explain
+from .settings import ANALYSES, AnalysisConfig, check_analyses, check_analysis_settings
 
 if TYPE_CHECKING:
-    from .attributions import METHODS, attribute  # noqa: F401
+    from .attributions import ATTRIBUTIONS, attribute  # noqa: F401
     from .faithfulness import Explained, Faithfulness, eraser_scores, explain_texts, faithfulness  # noqa: F401
     from .heads import HeadImportance, head_importance  # noqa: F401
-    from .report import Analysis, explain_settings, plan, run_analyses  # noqa: F401
+    from .plan import Plan, analysis_settings  # noqa: F401
+    from .run import Analysis, explain_rows, run_analyses  # noqa: F401
+    from .write import figures, summary, write_files  # noqa: F401
 
 _NAMES_BY_MODULE = {
-    "attributions": ("METHODS", "attribute"),
+    "attributions": ("ATTRIBUTIONS", "attribute"),
     "faithfulness": ("Explained", "Faithfulness", "eraser_scores", "explain_texts", "faithfulness"),
     "heads": ("HeadImportance", "head_importance"),
-    "report": ("Analysis", "explain_settings", "plan", "run_analyses"),
+    "plan": ("Plan", "analysis_settings"),
+    "run": ("Analysis", "explain_rows", "run_analyses"),
+    "write": ("figures", "summary", "write_files"),
 }
 _WHERE = {name: module for module, names in _NAMES_BY_MODULE.items() for name in names}
 
-__all__ = ["ANALYSES", "ExplainConfig", "check_analyses", "check_explain", *sorted(_WHERE)]
+__all__ = ["ANALYSES", "AnalysisConfig", "check_analyses", "check_analysis_settings", *sorted(_WHERE)]
 
 
 def __getattr__(name: str) -> Any:

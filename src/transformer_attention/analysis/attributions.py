@@ -23,13 +23,11 @@ import torch
 from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
 from torch import nn
 
-from ..data.tokenizer import PAD_ID
-from ..module import evaluating
+from ..inference import Passes, batched, forward_batches, logit_function, pad_id_of, probabilities
 from ..plotting.rollout import attention_rollout, pooled_rollout
-from .forward import batches, probabilities
 from .removal import without
 
-METHODS = ("attention", "rollout", "grad_x_input", "integrated_gradients", "leave_one_out", "random")
+ATTRIBUTIONS = ("attention", "rollout", "grad_x_input", "integrated_gradients", "leave_one_out", "random")
 
 
 def attribute(
@@ -38,27 +36,26 @@ def attribute(
     targets: Sequence[int],
     *,
     mask_id: int | None,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] = ATTRIBUTIONS,
     ig_steps: int = 32,
     seed: int = 0,
     batch_size: int = 256,
-    pad_id: int = PAD_ID,
 ) -> tuple[list[dict[str, np.ndarray]], float]:
     """Each method's (T,) attribution of every row of `rows` (token ids, [CLS] first) to its class in
     `targets`, and Integrated Gradients' mean relative completeness error (|sum of attributions - (f(x) - f(baseline))|
     / |f(x) - f(baseline)|: how well its `ig_steps` approximate the integral; NaN when not computed).
     `mask_id`: what leave-one-out puts in a word's place (None: delete it)."""
-    unknown = [m for m in methods if m not in METHODS]
+    unknown = [m for m in methods if m not in ATTRIBUTIONS]
     if unknown:
-        raise ValueError(f"unknown attribution methods {unknown}: expected some of {', '.join(METHODS)}")
+        raise ValueError(f"unknown attribution methods {unknown}: expected some of {', '.join(ATTRIBUTIONS)}")
     out: list[dict[str, np.ndarray]] = [{} for _ in rows]
     ig_error = float("nan")
     if {"attention", "rollout"} & set(methods):
-        _attention(net, rows, out, methods=methods, batch_size=batch_size, pad_id=pad_id)
+        _attention(net, rows, out, methods=methods, batch_size=batch_size)
     if "grad_x_input" in methods or "integrated_gradients" in methods:
         ig_error = _gradients(net, rows, targets, out, methods=methods, steps=ig_steps, batch_size=batch_size)
     if "leave_one_out" in methods:
-        _leave_one_out(net, rows, targets, out, mask_id=mask_id, batch_size=batch_size, pad_id=pad_id)
+        _leave_one_out(net, rows, targets, out, mask_id=mask_id, batch_size=batch_size)
     if "random" in methods:
         rng = np.random.default_rng(seed)
         for i, row in enumerate(rows):
@@ -66,59 +63,66 @@ def attribute(
     return [{m: r[m] for m in methods} for r in out], ig_error
 
 
-def _attention(net: nn.Module, rows, out, *, methods, batch_size: int, pad_id: int) -> None:
+def passes(rows: Sequence[Sequence[int]], *, methods: Sequence[str] = ATTRIBUTIONS, ig_steps: int = 32) -> Passes:
+    """The model work of `attribute` on `rows`: one pass of every row for the attention maps, a forward and a
+    backward one for gradient x input; for Integrated Gradients `ig_steps` of each, and four forward ones more
+    (captum's: the embedding of the text and of the baseline, and both again for the completeness error); and
+    leave-one-out's row with each of its words removed, and the row itself."""
+    n, chosen = len(rows), set(methods)
+    total = Passes(forward=n) if {"attention", "rollout"} & chosen else Passes()
+    if "grad_x_input" in chosen:
+        total += Passes(forward=n, backward=n)
+    if "integrated_gradients" in chosen:
+        total += Passes(forward=(ig_steps + 4) * n, backward=ig_steps * n)
+    if "leave_one_out" in chosen:
+        total += Passes(forward=sum(len(row) for row in rows))
+    return total
+
+
+def _attention(net: nn.Module, rows, out, *, methods, batch_size: int) -> None:
     """The pooled row of the last layer's head mean, and of the rollout, for every row."""
-    device = next(net.parameters()).device
     pooling = net.config.pooling
-    with evaluating(net), torch.no_grad():
-        for index, batch in batches(rows, batch_size=batch_size, pad_id=pad_id):
-            mask = batch["attention_mask"].to(device)
-            layers = net(batch["input_ids"].to(device), mask, need_weights=True).attentions  # L x (B, H, T, T)
-            for b, i in enumerate(index):
-                T = len(rows[i])
-                maps = [a[b, :, :T, :T].double().cpu().numpy() for a in layers]  # L x (H, T, T)
-                last = maps[-1].mean(axis=0)  # (T, T): the head mean
-                if "attention" in methods:
-                    out[i]["attention"] = last[0] if pooling == "cls" else last.mean(axis=0)
-                if "rollout" in methods:
-                    out[i]["rollout"] = pooled_rollout(attention_rollout(maps), pooling).astype(np.float64)
+    data = batched(net, rows, batch_size=batch_size, by_length=True)
+    for batch, result in forward_batches(net, data, need_weights=True):
+        for b, i in enumerate(batch.index):
+            T = len(rows[i])
+            maps = [a[b, :, :T, :T].double().cpu().numpy() for a in result.attentions]  # L x (H, T, T)
+            last = maps[-1].mean(axis=0)  # (T, T): the head mean
+            if "attention" in methods:
+                out[i]["attention"] = last[0] if pooling == "cls" else last.mean(axis=0)
+            if "rollout" in methods:
+                out[i]["rollout"] = pooled_rollout(attention_rollout(maps), pooling).astype(np.float64)
 
 
 def _gradients(net: nn.Module, rows, targets, out, *, methods, steps: int, batch_size: int) -> float:
-    """Gradient x input and Integrated Gradients on the token embedding (captum), summed over its D features;
-    returns IG's mean relative completeness error."""
-    device = next(net.parameters()).device
-    embedding = net.embedding
-
-    def logits(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return net(ids, mask).logits  # (B, C)
-
+    """Gradient x input and Integrated Gradients on the token embedding (captum, calling `logit_function`), summed
+    over its D features; returns IG's mean relative completeness error."""
+    logits, embedding, pad_id = logit_function(net), net.embedding, pad_id_of(net)
     errors = []
-    with evaluating(net):
-        for index, batch in batches(rows, batch_size=max(1, batch_size // steps), pad_id=net.pad_id):
-            ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)  # (B, T)
-            target = torch.tensor([int(targets[i]) for i in index], device=device)  # (B,)
-            if "grad_x_input" in methods:
-                gxi = LayerGradientXActivation(logits, embedding).attribute(
-                    ids, target=target, additional_forward_args=(mask,)
-                )  # (B, T, D)
-                _store(out, index, rows, "grad_x_input", gxi.sum(dim=-1))
-            if "integrated_gradients" in methods:
-                baseline = ids.masked_fill(mask, net.pad_id)  # (B, T): [PAD] (a zero embedding) for every word ...
-                baseline[:, 0] = ids[:, 0]  # ... and [CLS] kept: only the words' contribution is measured
-                ig, delta = LayerIntegratedGradients(logits, embedding).attribute(
-                    ids,
-                    baselines=baseline,
-                    target=target,
-                    additional_forward_args=(mask,),
-                    n_steps=steps,
-                    internal_batch_size=batch_size,
-                    return_convergence_delta=True,
-                )  # (B, T, D), (B,)
-                per_token = ig.sum(dim=-1)  # (B, T)
-                _store(out, index, rows, "integrated_gradients", per_token)
-                total = per_token.sum(dim=-1).detach().abs()  # |f(x) - f(baseline)| up to the error
-                errors += (delta.detach().abs() / total.clamp(min=1e-12)).tolist()
+    for batch in batched(net, rows, batch_size=max(1, batch_size // steps), by_length=True):
+        ids, mask, index = batch.ids, batch.mask, batch.index  # (B, T)
+        target = torch.tensor([int(targets[i]) for i in index], device=ids.device)  # (B,)
+        if "grad_x_input" in methods:
+            gxi = LayerGradientXActivation(logits, embedding).attribute(
+                ids, target=target, additional_forward_args=(mask,)
+            )  # (B, T, D)
+            _store(out, index, rows, "grad_x_input", gxi.sum(dim=-1))
+        if "integrated_gradients" in methods:
+            baseline = ids.masked_fill(mask, pad_id)  # (B, T): [PAD] (a zero embedding) for every word ...
+            baseline[:, 0] = ids[:, 0]  # ... and [CLS] kept: only the words' contribution is measured
+            ig, delta = LayerIntegratedGradients(logits, embedding).attribute(
+                ids,
+                baselines=baseline,
+                target=target,
+                additional_forward_args=(mask,),
+                n_steps=steps,
+                internal_batch_size=batch_size,
+                return_convergence_delta=True,
+            )  # (B, T, D), (B,)
+            per_token = ig.sum(dim=-1)  # (B, T)
+            _store(out, index, rows, "integrated_gradients", per_token)
+            total = per_token.sum(dim=-1).detach().abs()  # |f(x) - f(baseline)| up to the error
+            errors += (delta.detach().abs() / total.clamp(min=1e-12)).tolist()
     return float(np.mean(errors)) if errors else float("nan")
 
 
@@ -129,7 +133,7 @@ def _store(out, index: list[int], rows, method: str, values: torch.Tensor) -> No
         out[i][method] = values[b, : len(rows[i])]
 
 
-def _leave_one_out(net: nn.Module, rows, targets, out, *, mask_id: int | None, batch_size: int, pad_id: int) -> None:
+def _leave_one_out(net: nn.Module, rows, targets, out, *, mask_id: int | None, batch_size: int) -> None:
     """p(target | text) - p(target | text without word i), for every word i of every row, in one batched pass."""
     variants, owners = [], []
     for i, row in enumerate(rows):
@@ -138,7 +142,7 @@ def _leave_one_out(net: nn.Module, rows, targets, out, *, mask_id: int | None, b
         for pos in range(1, len(row)):
             variants.append(without(row, {pos}, mask_id))
             owners.append((i, pos))
-    probs = probabilities(net, variants, batch_size=batch_size, pad_id=pad_id)  # (V, C)
+    probs = probabilities(net, variants, batch_size=batch_size)  # (V, C)
     full: dict[int, float] = {}
     for (i, pos), p in zip(owners, probs, strict=True):
         target = int(targets[i])

@@ -22,10 +22,10 @@ import numpy as np
 from torch import nn
 from tqdm import tqdm
 
-from ..data.tokenizer import PAD_ID
-from .attributions import METHODS, attribute
-from .forward import probabilities
-from .removal import REMOVALS, keeping, without
+from ..inference import Passes, probabilities
+from . import attributions
+from .attributions import ATTRIBUTIONS, attribute
+from .removal import REMOVAL_PHRASES, keeping, without
 
 CURVE = tuple(range(0, 101, 10))  # the deletion curve: % of a text's words removed
 EXAMPLES = 20  # texts whose tokens and attributions the report keeps (scores are kept for every text)
@@ -61,7 +61,7 @@ class Faithfulness:
             "split": self.split,
             "texts": self.texts,
             "removal": self.removal,
-            "removal_means": REMOVALS[self.removal],
+            "removal_means": REMOVAL_PHRASES[self.removal],
             "k": self.k,
             "curve_percent": list(CURVE),
             "integrated_gradients_completeness_error": self.ig_error,
@@ -104,7 +104,6 @@ def eraser_scores(
     k: Sequence[float],
     mask_id: int | None,
     batch_size: int = 256,
-    pad_id: int = PAD_ID,
 ) -> list[dict[str, dict[str, float | list[float]]]]:
     """Per text, per method: comprehensiveness and sufficiency at each k, their means over k, the deletion curve
     (the drop at each CURVE point) and AOPC. Every distinct perturbed text goes through the model once."""
@@ -124,7 +123,7 @@ def eraser_scores(
             suff = [slot(keeping(row, set(order[: top_count(q, n)]), mask_id)) for q in k]
             plan[method] = (curve, comp, suff)
         plans.append((slot(list(row)), plan))
-    probs = probabilities(net, [list(v) for v in variants], batch_size=batch_size, pad_id=pad_id)  # (V, C)
+    probs = probabilities(net, [list(v) for v in variants], batch_size=batch_size)  # (V, C)
     results = []
     for (full, plan), target in zip(plans, targets, strict=True):
         p = probs[:, int(target)]  # (V,)
@@ -140,6 +139,21 @@ def eraser_scores(
             text[method] = scores
         results.append(text)
     return results
+
+
+def passes(rows: Sequence[Sequence[int]], *, k: Sequence[float], methods: Sequence[str], ig_steps: int) -> Passes:
+    """The model work of `faithfulness` (and `explain_texts`) on `rows`, those with no word left out: each text
+    for the class it predicts, its attributions (`attributions.passes`), and the texts `eraser_scores` scores
+    (the text, and per method one per distinct number of words removed or kept). At most that: a removal two
+    methods or two texts share goes through the model once."""
+    texts = [row for row in rows if len(row) > 1]
+    scored = 0
+    for row in texts:
+        n = len(row) - 1
+        removed = {top_count(j, n) for j in CURVE} | {top_count(q, n) for q in k}  # 0: the text itself
+        kept = {top_count(q, n) for q in k}  # n: the text itself
+        scored += 1 + len(methods) * (len(removed - {0}) + len(kept - {n}))
+    return Passes(forward=len(texts) + scored) + attributions.passes(texts, methods=methods, ig_steps=ig_steps)
 
 
 @dataclass
@@ -159,11 +173,10 @@ def explain_texts(
     *,
     k: Sequence[float] = (10, 20, 50),
     mask_id: int | None = None,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] = ATTRIBUTIONS,
     ig_steps: int = 32,
     seed: int = 0,
     batch_size: int = 256,
-    pad_id: int = PAD_ID,
     progress: bool | None = None,
 ) -> tuple[list[Explained], float]:
     """Attribute every text of `rows` (token ids, [CLS] first, at least one word each) to the class the model
@@ -174,13 +187,13 @@ def explain_texts(
     bar = tqdm(total=len(rows), desc="faithfulness", unit="text", disable=None if progress is None else not progress)
     for start in range(0, len(rows), CHUNK):
         chunk = [list(map(int, r)) for r in rows[start : start + CHUNK]]
-        probs = probabilities(net, chunk, batch_size=batch_size, pad_id=pad_id)  # (n, C)
+        probs = probabilities(net, chunk, batch_size=batch_size)  # (n, C)
         targets = [int(p.argmax()) for p in probs]
         found, ig_error = attribute(
             net, chunk, targets, mask_id=mask_id, methods=methods, ig_steps=ig_steps, seed=seed + start,
-            batch_size=batch_size, pad_id=pad_id,
+            batch_size=batch_size,
         )  # fmt: skip
-        scores = eraser_scores(net, chunk, targets, found, k=k, mask_id=mask_id, batch_size=batch_size, pad_id=pad_id)
+        scores = eraser_scores(net, chunk, targets, found, k=k, mask_id=mask_id, batch_size=batch_size)
         out += [
             Explained(predicted=y, probability=float(p[y]), attributions=a, scores=s)
             for y, p, a, s in zip(targets, probs, found, scores, strict=True)
@@ -200,11 +213,11 @@ def faithfulness(
     removal: str = "mask",
     mask_id: int | None = None,
     k: Sequence[float] = (10, 20, 50),
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] = ATTRIBUTIONS,
     **options: Any,
 ) -> Faithfulness:
     """Each method's ERASER scores on the texts of `rows`, averaged (`explain_texts`, which takes `options`:
-    ig_steps, seed, batch_size, pad_id, progress); `tokens` are the rows' tokens, for the report's examples.
+    ig_steps, seed, batch_size, progress); `tokens` are the rows' tokens, for the report's examples.
     `removal` says how words are removed ("mask" or "delete", for the report), `mask_id` the id that replaces
     them (None: they are deleted; removal.replacement gives both)."""
     kept = [i for i, r in enumerate(rows) if len(r) > 1]  # a text with no word has nothing to rank

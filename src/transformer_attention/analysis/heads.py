@@ -18,9 +18,7 @@ from scipy.stats import spearmanr
 from torch import nn
 from tqdm import tqdm
 
-from ..data.tokenizer import PAD_ID
-from ..module import evaluating
-from .forward import batches
+from ..inference import Passes, batched, forward_batches
 
 
 @dataclass
@@ -86,79 +84,81 @@ class HeadImportance:
         ]
 
 
+def passes(rows: int, num_layers: int, num_heads: int) -> Passes:
+    """The model work of `head_importance` on `rows` rows of a model of `num_layers` x `num_heads` heads: each
+    row forward with every head, with each head masked alone, at each step of the two pruning orders, and once
+    forward and backward for the gradient score."""
+    heads = num_layers * num_heads
+    return Passes(forward=rows * (1 + heads + 2 * heads + 1), backward=rows)
+
+
 def head_importance(
     net: nn.Module,
     rows: Sequence[Sequence[int]],
     labels: Sequence[int],
     *,
     batch_size: int = 256,
-    pad_id: int = PAD_ID,
     progress: bool | None = None,
 ) -> HeadImportance:
     """Score every head of `net` (a TransformerClassifier) on `rows` (token ids) with their `labels`, in eval mode.
 
     Loss is the mean cross-entropy over the rows. Every forward pass takes a head mask (L, H): 1 keeps a head,
-    0 masks its output; the gradient score takes per-row gates (B, L, H) at 1, so |dL(x)/d xi| is per row as in
+    0 masks its output; the gradient score takes per-row gates (N, L, H) at 1, so |dL(x)/d xi| is per row as in
     the paper. `progress`: a bar over the masked forward passes (None: on a terminal only).
     """
     config = net.config
     L, H = config.num_layers, config.num_heads
-    device = next(net.parameters()).device
-    data = [(b["input_ids"].to(device), b["attention_mask"].to(device), b["labels"].to(device))
-            for _, b in batches(rows, labels, batch_size=batch_size, pad_id=pad_id)]  # fmt: skip
+    data = batched(net, rows, batch_size=batch_size, by_length=True, labels=labels)  # padded once, for every pass
 
     def score(head_mask: torch.Tensor) -> tuple[float, float]:
         """Accuracy and mean loss over every row with `head_mask` (L, H)."""
         correct, loss = 0.0, 0.0
-        with torch.no_grad():
-            for ids, mask, y in data:
-                logits = net(ids, mask, head_mask=head_mask.to(device)).logits.double()  # (B, C)
-                correct += (logits.argmax(-1) == y).sum().item()
-                loss += F.cross_entropy(logits, y, reduction="sum").item()
+        for batch, out in forward_batches(net, data, head_mask=head_mask):
+            logits = out.logits.double()  # (B, C)
+            correct += (logits.argmax(-1) == batch.labels).sum().item()
+            loss += F.cross_entropy(logits, batch.labels, reduction="sum").item()
         return correct / len(rows), loss / len(rows)
 
-    with evaluating(net):
-        full = torch.ones(L, H)
-        accuracy, loss = score(full)
-        masked_acc, masked_loss = np.empty((L, H)), np.empty((L, H))
-        passes = tqdm(total=3 * L * H, desc="head importance", unit="pass", disable=_hidden(progress))
-        for layer in range(L):
-            for h in range(H):
-                head_mask = full.clone()
-                head_mask[layer, h] = 0.0
-                masked_acc[layer, h], masked_loss[layer, h] = score(head_mask)
-                passes.update()
-        gradient = np.zeros((L, H))
-        for ids, mask, y in data:
-            gates = torch.ones(ids.shape[0], L, H, device=device, requires_grad=True)  # (B, L, H)
-            logits = net(ids, mask, head_mask=gates).logits.double()
-            (grad,) = torch.autograd.grad(F.cross_entropy(logits, y, reduction="sum"), gates)  # d L(x) / d xi, per row
-            gradient += grad.abs().sum(dim=0).double().cpu().numpy()
-        gradient /= len(rows)
-        result = HeadImportance(
-            rows=len(rows),
-            accuracy=accuracy,
-            loss=loss,
-            masked_accuracy=masked_acc,
-            masked_loss=masked_loss,
-            gradient=gradient,
-            spearman=_spearman(np.abs(masked_loss - loss), gradient),
-        )
-        for name, importance in (("masking", result.loss_increase), ("gradient", gradient)):
-            order = [
-                tuple(int(i) for i in np.unravel_index(j, (L, H)))
-                for j in np.argsort(importance, axis=None, kind="stable")
-            ]
-            curve = {"order": [list(lh) for lh in order], "accuracy": [accuracy], "loss": [loss]}
+    full = torch.ones(L, H)
+    accuracy, loss = score(full)
+    masked_acc, masked_loss = np.empty((L, H)), np.empty((L, H))
+    bar = tqdm(total=3 * L * H, desc="head importance", unit="pass", disable=_hidden(progress))
+    for layer in range(L):
+        for h in range(H):
             head_mask = full.clone()
-            for layer, h in order:
-                head_mask[layer, h] = 0.0
-                acc, lo = score(head_mask)
-                curve["accuracy"].append(acc)
-                curve["loss"].append(lo)
-                passes.update()
-            result.pruning[name] = curve
-        passes.close()
+            head_mask[layer, h] = 0.0
+            masked_acc[layer, h], masked_loss[layer, h] = score(head_mask)
+            bar.update()
+    gradient = np.zeros((L, H))
+    gates = torch.ones(len(rows), L, H, requires_grad=True)  # (N, L, H): xi = 1 on every head, per row
+    for batch, out in forward_batches(net, data, head_mask=gates, grad=True):
+        with torch.enable_grad():
+            (grad,) = torch.autograd.grad(F.cross_entropy(out.logits.double(), batch.labels, reduction="sum"), gates)
+        gradient += grad[batch.index].abs().sum(dim=0).double().numpy()  # d L(x) / d xi, this batch's rows
+    gradient /= len(rows)
+    result = HeadImportance(
+        rows=len(rows),
+        accuracy=accuracy,
+        loss=loss,
+        masked_accuracy=masked_acc,
+        masked_loss=masked_loss,
+        gradient=gradient,
+        spearman=_spearman(np.abs(masked_loss - loss), gradient),
+    )
+    for name, importance in (("masking", result.loss_increase), ("gradient", gradient)):
+        order = [
+            tuple(int(i) for i in np.unravel_index(j, (L, H))) for j in np.argsort(importance, axis=None, kind="stable")
+        ]
+        curve = {"order": [list(lh) for lh in order], "accuracy": [accuracy], "loss": [loss]}
+        head_mask = full.clone()
+        for layer, h in order:
+            head_mask[layer, h] = 0.0
+            acc, lo = score(head_mask)
+            curve["accuracy"].append(acc)
+            curve["loss"].append(lo)
+            bar.update()
+        result.pruning[name] = curve
+    bar.close()
     return result
 
 

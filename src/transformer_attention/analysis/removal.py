@@ -9,7 +9,7 @@ from typing import Any
 
 from ..data.tokenizer import MASK
 
-REMOVALS = {"mask": "replaced by [MASK]", "delete": "deleted"}
+REMOVAL_PHRASES = {"mask": "replaced by [MASK]", "delete": "deleted"}  # how each kind is said in reports
 
 
 def removal_kind(removal: str, vocab: Collection[str]) -> str:
@@ -19,7 +19,7 @@ def removal_kind(removal: str, vocab: Collection[str]) -> str:
         return "mask" if MASK in vocab else "delete"
     if removal == "mask" and MASK not in vocab:
         raise ValueError("removal=mask but the tokenizer has no [MASK] token: use removal=delete (or auto)")
-    if removal not in REMOVALS:
+    if removal not in REMOVAL_PHRASES:
         raise ValueError(f"removal={removal!r}: expected auto, mask or delete")
     return removal
 

@@ -1,6 +1,6 @@
-"""The analyses' names and settings, defined once: `ExplainConfig` is the schema of `conf/explain/` (train.py's
-end-of-fit analysis, `evaluate.py analysis=...` and predict.py's pages all read it), and `check_explain` the
-rules its values must pass. Standard library only: a config is checked before torch is imported."""
+"""The analyses' names and settings, defined once: `AnalysisConfig` is the schema of `conf/analysis/` (train.py's
+end-of-fit analysis, `evaluate.py analyses=...` and predict.py's pages all read it), and `check_analysis_settings`
+the rules its values must pass. Standard library only: a config is checked before torch is imported."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from ..errors import ConfigError
 from ..model.config import closest
 
 ANALYSES = ("heads", "faithfulness")
-REMOVALS = ("auto", "mask", "delete")
+REMOVAL_CHOICES = ("auto", "mask", "delete")  # how removed words go (removal.py)
 SPLITS = ("validation", "test")
 DEFAULT_SAMPLES = 100  # faithfulness texts when `samples` is null (all of a smaller split)
 
 
 @dataclass
-class ExplainConfig:
+class AnalysisConfig:
     """How the analyses run: which texts, how many, and how a token is removed."""
 
     samples: Optional[int] = None  # noqa: UP045 - faithfulness: a seeded sample of this many texts (null: 100, or all)
@@ -32,7 +32,7 @@ class ExplainConfig:
     batch_size: int = 256  # rows per forward pass
 
 
-def check_analyses(names: Any, key: str = "analysis") -> list[str]:
+def check_analyses(names: Any, key: str = "analyses") -> list[str]:
     """`names` (one name, a list, or None) as a list of known analyses; a ConfigError names an unknown one."""
     if names is None:
         return []
@@ -47,8 +47,8 @@ def check_analyses(names: Any, key: str = "analysis") -> list[str]:
     return list(dict.fromkeys(given))
 
 
-def check_explain(values: dict, prefix: str = "explain.") -> None:
-    """The settings' rules (`values`: a plain dict of ExplainConfig's fields); a ConfigError names the first
+def check_analysis_settings(values: dict, prefix: str = "analysis.") -> None:
+    """The settings' rules (`values`: a plain dict of AnalysisConfig's fields); a ConfigError names the first
     bad one, its value and the fix."""
     for key, low in (("samples", 1), ("heads_samples", 1)):
         value = values.get(key)
@@ -71,8 +71,10 @@ def check_explain(values: dict, prefix: str = "explain.") -> None:
                 f"(0, 100), the share of a text's words kept or removed: e.g. {prefix}k=[10,20,50]"
             )
     removal = values.get("removal", "auto")
-    if removal not in REMOVALS:
-        raise ConfigError(f"{prefix}removal={removal!r} is not one of {', '.join(REMOVALS)}: e.g. {prefix}removal=auto")
+    if removal not in REMOVAL_CHOICES:
+        raise ConfigError(
+            f"{prefix}removal={removal!r} is not one of {', '.join(REMOVAL_CHOICES)}: e.g. {prefix}removal=auto"
+        )
     split = values.get("split")
     if split is not None and split not in SPLITS:
         raise ConfigError(f"{prefix}split={split!r} is not a split: use validation or test (null: the task's own)")

@@ -1,14 +1,14 @@
 """`ModelAnalysis`: at the end of fit, which heads matter and how faithful each token attribution is
 (analysis/), in TensorBoard (and any other image logger) and in `<run>/analysis/`; and `keep_analysis`, which
-evaluate.py's `analysis=` shares.
+evaluate.py's `analyses=` shares.
 
 Tags written (at the step the analysis ran):
 
-    explain/heads           image: accuracy drop, loss increase and gradient score of each head, layer x head
-    explain/pruning         image: accuracy as heads are masked out, least important first
-    explain/faithfulness    image: comprehensiveness, sufficiency and AOPC per attribution method;
+    analysis/heads          image: accuracy drop, loss increase and gradient score of each head, layer x head
+    analysis/pruning        image: accuracy as heads are masked out, least important first
+    analysis/faithfulness   image: comprehensiveness, sufficiency and AOPC per attribution method;
                             text: the same as a table, and what each number means
-    explain/summary         text: the console summary
+    analysis/summary        text: the console summary
 """
 
 from __future__ import annotations
@@ -26,11 +26,16 @@ from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
 
-from ..analysis.forward import probabilities
-from ..analysis.report import HEADS_SPLIT, Analysis, Plan, explain_settings, plan, run_analyses
+from ..analysis.attributions import ATTRIBUTIONS
+from ..analysis.faithfulness import passes as faithfulness_passes
+from ..analysis.heads import passes as heads_passes
+from ..analysis.plan import HEADS_SPLIT, Plan, analysis_settings, plan
+from ..analysis.run import Analysis, run_analyses
 from ..analysis.settings import check_analyses
+from ..analysis.write import images, summary, write_files
 from ..checks import is_number
 from ..errors import ConfigError
+from ..inference import probabilities
 from .sinks import image_loggers, log_image, log_text
 
 log = logging.getLogger(__name__)
@@ -47,26 +52,27 @@ def keep_analysis(result: Analysis, folder: Path, loggers: Sequence[Logger], ste
     """Where a run keeps what the analyses found: its figures (each drawn once), JSON and table in `folder`, and the
     figures and tables in every logger that takes them (tags in this module's docstring), at `step`. `label` says
     which weights were analysed, in the figures' titles."""
-    images = result.images(label)
-    result.write(folder, images)
+    drawn = images(result, label)
+    write_files(result, folder, drawn)
     loggers = image_loggers(loggers)
-    for name, image in images.items():
-        log_image(loggers, f"explain/{name}", image, step)
+    for name, image in drawn.items():
+        log_image(loggers, f"analysis/{name}", image, step)
     if result.faithfulness is not None:
         table = "\n".join(result.faithfulness.table())
-        log_text(loggers, "explain/faithfulness", f"{table}\n\n{READING}", step)
-    log_text(loggers, "explain/summary", "\n".join(f"    {line}" for line in result.summary()), step)
+        log_text(loggers, "analysis/faithfulness", f"{table}\n\n{READING}", step)
+    log_text(loggers, "analysis/summary", "\n".join(f"    {line}" for line in summary(result)), step)
 
 
 class ModelAnalysis(Callback):
     """At the end of fit, on the model the run keeps (the best checkpoint, which the test runs on; the weights as
     fit ends when there is none): head importance on the validation split and the faithfulness of the token
-    attributions on a seeded sample of it (`settings`: conf/explain, ExplainConfig's fields).
+    attributions on a seeded sample of it (`settings`: conf/analysis, AnalysisConfig's fields).
 
     The inputs are checked at fit start, before training (a sample larger than its split is a ConfigError). At the
-    end, one forward pass over the validation rows is timed and the analysis' cost extrapolated from it: when it
-    would take more than `max_cost` times the fit's time (None: always run), it is skipped and the log gives the
-    evaluate.py command that runs it on the checkpoint. Its own cost is logged as a share of the fit's.
+    end, one forward pass over the validation rows is timed and the analysis' cost extrapolated from it by the
+    passes each analysis says it makes (`estimate`): when it would take more than `max_cost` times the fit's
+    time (None: always run), it is skipped and the log gives the evaluate.py command that runs it on the
+    checkpoint. Its own cost is logged as a share of the fit's.
     """
 
     def __init__(
@@ -77,7 +83,7 @@ class ModelAnalysis(Callback):
         progress: bool | None = None,
     ) -> None:
         self.names = check_analyses(list(analyses), key="callbacks.model_analysis.analyses")
-        self.settings = explain_settings(settings)
+        self.settings = analysis_settings(settings)
         if max_cost is not None and (not is_number(max_cost) or max_cost <= 0):
             raise ConfigError(
                 f"callbacks.model_analysis.max_cost={max_cost!r} must be a positive share of the fit's time "
@@ -122,7 +128,7 @@ class ModelAnalysis(Callback):
         keep_analysis(self.result, folder, trainer.loggers, trainer.global_step, label=weights)
         spent = time.perf_counter() - start
         self.cost["seconds"] = spent
-        for line in self.result.summary():
+        for line in summary(self.result):
             log.info("%s", line)
         log.info(
             "model analysis: %.1f s, %.0f%% of the fit's %.0f s (estimated %.1f s), of %s; %s",
@@ -150,28 +156,28 @@ class ModelAnalysis(Callback):
             [
                 "python evaluate.py",
                 f"ckpt_path={ckpt}",
-                f"analysis=[{','.join(self.names)}]",
-                "explain.split=validation",
+                f"analyses=[{','.join(self.names)}]",
+                "analysis.split=validation",
             ]
             + data
         )
 
     def estimate(self, net: torch.nn.Module, splits: Mapping[str, Any]) -> float:
-        """Seconds the planned analyses would take: one timed forward pass over the validation rows, scaled by the
-        tokens each analysis runs through the model (a backward pass counted as two forward ones)."""
+        """Seconds the planned analyses would take: one timed forward pass over the validation rows gives the
+        seconds per token, and each analysis says how many rows it runs through the model for the rows it will
+        read (heads.py's and faithfulness.py's `passes`: a backward counted as two forward passes), each row about as
+        long as the mean of those rows."""
         s, chosen = self.settings, self.plan
         rows = list(splits[HEADS_SPLIT].ids)
         start = time.perf_counter()
-        probabilities(net, rows, batch_size=s.batch_size, pad_id=getattr(net, "pad_id", 0))
+        probabilities(net, rows, batch_size=s.batch_size)
         per_token = (time.perf_counter() - start) / max(1, sum(len(r) for r in rows))
-        L, H = net.config.num_layers, net.config.num_heads
         tokens = 0.0
-        if "heads" in chosen.names:
-            mean_len = sum(len(r) for r in rows) / max(1, len(rows))
-            tokens += chosen.heads_samples * mean_len * (1 + 3 * L * H + 3)
-        if "faithfulness" in chosen.names:
-            texts = list(splits[chosen.split].ids)
-            mean_len = sum(len(r) for r in texts) / max(1, len(texts))
-            per_text = 1 + 3 + 3 * s.ig_steps + mean_len + 6 * (11 + 2 * len(s.k))  # forward passes per text
-            tokens += chosen.samples * mean_len * per_text
+        for name in chosen.names:
+            picked, _ = chosen.rows(name, splits)
+            if name == "heads":
+                passes = heads_passes(len(picked), num_layers=net.config.num_layers, num_heads=net.config.num_heads)
+            else:
+                passes = faithfulness_passes(picked, k=s.k, methods=ATTRIBUTIONS, ig_steps=s.ig_steps)
+            tokens += passes.cost * sum(len(r) for r in picked) / max(1, len(picked))
         return tokens * per_token

@@ -143,7 +143,7 @@ class AttentionMapLogger(Callback):
             return
         start = time.perf_counter()
         dm, step = trainer.datamodule, trainer.global_step
-        rows = infer(pl_module, [e.ids for e in self.examples], pad_id=dm.pad_id, need_weights=True)
+        rows = infer(pl_module, [e.ids for e in self.examples], need_weights=True)
         labelled = getattr(pl_module, "predicts_labels", True)
         names = label_names(trainer, pl_module, len(rows[0].probabilities))
         pooling = pl_module.hparams.get("pooling", "cls")

@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ..analysis.settings import ExplainConfig, check_analyses, check_explain
+from ..analysis.settings import AnalysisConfig, check_analyses, check_analysis_settings
 from ..data.settings import check_data_settings
 from ..errors import ConfigError
 from ..model.config import EncoderConfig, check_encoder, closest
@@ -41,10 +41,10 @@ class ModelConfig(EncoderConfig):
 
 
 def register_schemas() -> None:
-    """Make `ModelConfig` and `ExplainConfig` the schemas `conf/model/*.yaml` and `conf/explain/*.yaml` start
+    """Make `ModelConfig` and `AnalysisConfig` the schemas `conf/model/*.yaml` and `conf/analysis/*.yaml` start
     from (their `defaults: [schema]`)."""
     ConfigStore.instance().store(group="model", name="schema", node=ModelConfig)
-    ConfigStore.instance().store(group="explain", name="schema", node=ExplainConfig)
+    ConfigStore.instance().store(group="analysis", name="schema", node=AnalysisConfig)
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -77,8 +77,8 @@ def check_config(cfg: DictConfig) -> None:
         check_trainer(_values(pretrain.trainer), prefix="pretrain.trainer.")
     check_run(_values(cfg))
     check_loggers(_values(cfg.get("logger")))
-    check_explain(_values(cfg.get("explain")))
-    check_analyses(cfg.get("analysis"))
+    check_analysis_settings(_values(cfg.get("analysis")))
+    check_analyses(cfg.get("analyses"))
     analysis_callback = _values(cfg.get("callbacks")).get("model_analysis")
     if isinstance(analysis_callback, dict):
         check_analyses(analysis_callback.get("analyses"), key="callbacks.model_analysis.analyses")

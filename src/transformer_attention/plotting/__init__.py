@@ -1,9 +1,9 @@
 """Pictures of attention, all on one 0-1 colour scale (style.py): heatmaps and rollout bars as matplotlib
 Figures (plots.py), the same figures drawn once and rendered fast for every logged step (figures.py),
 attention rollout (rollout.py), the offline interactive page (html.py, page.html/.css/.js) and the analyses'
-figures (explain.py: head importance, pruning, faithfulness)."""
+figures (analysis.py: head importance, pruning, faithfulness)."""
 
-from .explain import plot_faithfulness, plot_head_importance, plot_pruning
+from .analysis import plot_faithfulness, plot_head_importance, plot_pruning
 from .figures import AttentionGrid, RolloutBars
 from .html import attention_html, read_attention_data, save_attention_html
 from .plots import (

@@ -2,9 +2,9 @@
 and labels.
 
 The same `ClassifierModule.test_step` as training runs, so the metrics (`test/acc`, `test/f1`, `test/loss`)
-are the ones training reported, and they go to TensorBoard in this run's own folder. With `analysis=heads`,
-`analysis=faithfulness` or both, it also measures which heads (on validation) and which words (on test, or
-`explain.split`) matter (analysis/): PNG, JSON and a table in `<run>/analysis/`, TensorBoard's `explain/` tags,
+are the ones training reported, and they go to TensorBoard in this run's own folder. With `analyses=heads`,
+`analyses=faithfulness` or both, it also measures which heads (on validation) and which words (on test, or
+`analysis.split`) matter (analysis/): PNG, JSON and a table in `<run>/analysis/`, TensorBoard's `analysis/` tags,
 and a summary on the console. Their inputs are checked against the data before the test runs.
 """
 
@@ -15,7 +15,9 @@ from pathlib import Path
 import lightning as L
 from omegaconf import DictConfig
 
-from ..analysis.report import HEADS_SPLIT, Analysis, plan, run_analyses
+from ..analysis.plan import HEADS_SPLIT, plan
+from ..analysis.run import Analysis, run_analyses
+from ..analysis.write import summary
 from ..callbacks.analysis import keep_analysis
 from ..errors import CheckpointError
 from ..training.builders import TrainerBuilder, build_data, build_loggers, instantiate_group, logged_metrics
@@ -27,7 +29,7 @@ TEST_SPLIT_FIX = "evaluate.py tests the test split: give the data one (a test.* 
 
 
 def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
-    """Test `cfg.ckpt_path` on `cfg.data`'s test split, then run the analyses `cfg.analysis` names; returns every
+    """Test `cfg.ckpt_path` on `cfg.data`'s test split, then run the analyses `cfg.analyses` names; returns every
     logged metric as a float, and what the analyses found (None when none was asked for)."""
     if not cfg.get("ckpt_path"):
         raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
@@ -45,7 +47,7 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     datamodule.require_split("test", fix=TEST_SPLIT_FIX)
     datamodule.setup("test")  # the data is read and checked against the checkpoint before the trainer starts
     sizes = {split: len(cols["text"]) for split, cols in datamodule.raw.items()}
-    chosen = plan(cfg.get("analysis"), cfg.get("explain"), sizes, split="test")  # before any work
+    chosen = plan(cfg.get("analyses"), cfg.get("analysis"), sizes, split="test")  # before any work
     if HEADS_SPLIT in chosen.splits:
         datamodule.setup("validate")  # tokenized too: the test split already is
     callbacks, loggers = instantiate_group(cfg.get("callbacks")), build_loggers(cfg.get("logger"))
@@ -67,6 +69,6 @@ def main(cfg: DictConfig) -> dict[str, float]:
     save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
     print(f"test metrics of {cfg.ckpt_path} ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
     if analysis is not None:
-        print("\n".join(analysis.summary()))
-        print(f"analysis: {Path(cfg.paths.output_dir) / 'analysis'} (PNG, JSON; TensorBoard: explain/)")
+        print("\n".join(summary(analysis)))
+        print(f"analysis: {Path(cfg.paths.output_dir) / 'analysis'} (PNG, JSON; TensorBoard: analysis/)")
     return metrics

@@ -4,7 +4,7 @@ Texts come from `text=`, `texts=[...]`, `text_file=` (`-` is stdin); it prints o
 `predictions.jsonl` and, with `save_attention=true` (or `png`), one attention PNG per text and layer (every head
 in its own panel) and the rollout in the run folder; `save_attention=html` writes one interactive page per text
 instead (plotting/html.py), with each word's attribution by attention, rollout, Integrated Gradients and
-leave-one-out and their faithfulness on that text (analysis/, settings explain.*); `both` writes both.
+leave-one-out and their faithfulness on that text (analysis/, settings analysis.*); `both` writes both.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from ..analysis.faithfulness import Explained
-from ..analysis.report import explain_rows
+from ..analysis.run import explain_rows
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError, InputError, printable
 from ..inference import Prediction, predict
@@ -147,7 +147,7 @@ def main(cfg: DictConfig) -> list[Prediction]:
     if "html" in formats:  # the pages' word attributions (analysis/): the model's own tokens back to its ids
         tok = load_tokenizer(module.tokenizer_json)
         rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
-        explained, removal = explain_rows(module.net, rows, tok, cfg.get("explain"))
+        explained, removal = explain_rows(module.net, rows, tok, cfg.get("analysis"))
     run = Path(cfg.paths.output_dir)
     run.mkdir(parents=True, exist_ok=True)
     with open(run / "predictions.jsonl", "w", encoding="utf-8") as f:

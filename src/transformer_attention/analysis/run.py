@@ -1,0 +1,79 @@
+"""Run what a plan (plan.py) says on a model: head importance (heads.py) and the faithfulness of the token
+attributions (faithfulness.py) on the plan's seeded samples (`run_analyses`), and each text's attributions for
+predict.py's pages (`explain_rows`). What they found is an `Analysis`; write.py draws and writes it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tokenizers import Tokenizer
+from torch import nn
+
+from .faithfulness import Explained, Faithfulness, explain_texts, faithfulness
+from .heads import HeadImportance, head_importance
+from .plan import Plan, analysis_settings
+from .removal import REMOVAL_PHRASES, replacement
+
+PAGE_METHODS = ("attention", "rollout", "integrated_gradients", "leave_one_out", "random")  # predict.py's pages
+
+
+@dataclass
+class Analysis:
+    """What the analyses found (None: not run), how long each took, and the settings they ran with."""
+
+    heads: HeadImportance | None = None
+    faithfulness: Faithfulness | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+
+
+def run_analyses(
+    net: nn.Module,
+    chosen: Plan,
+    *,
+    splits: Mapping[str, Any],
+    tokenizer: Tokenizer,
+    progress: bool | None = None,
+) -> Analysis:
+    """Run `chosen` (from `plan`) on `net`, a TransformerClassifier. `splits`: split name -> its rows (an
+    EncodedDataset: `.ids`, `.labels`). Samples are drawn with the settings' seed, so a rerun scores the same rows."""
+    s = chosen.settings
+    result = Analysis(settings=asdict(s))
+    if "heads" in chosen.names:
+        start = time.perf_counter()
+        rows, labels = chosen.rows("heads", splits)
+        result.heads = head_importance(net, rows, labels, batch_size=s.batch_size, progress=progress)
+        result.seconds["heads"] = time.perf_counter() - start
+    if "faithfulness" in chosen.names:
+        start = time.perf_counter()
+        rows, _ = chosen.rows("faithfulness", splits)
+        kind, mask_id = replacement(s.removal, tokenizer)
+        result.faithfulness = faithfulness(
+            net, rows,
+            tokens=[[tokenizer.id_to_token(int(t)) for t in row] for row in rows],
+            split=chosen.split, k=s.k, removal=kind, mask_id=mask_id,
+            ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size, progress=progress,
+        )  # fmt: skip
+        result.seconds["faithfulness"] = time.perf_counter() - start
+    return result
+
+
+def explain_rows(
+    net: nn.Module, rows: Sequence[Sequence[int]], tokenizer: Tokenizer, settings: Any
+) -> tuple[list[Explained | None], str]:
+    """Each row's attributions by PAGE_METHODS and their ERASER scores on it (None for a row with no word), and
+    how words were removed ("replaced by [MASK]" or "deleted"): what predict.py's attention pages show."""
+    s = analysis_settings(settings)
+    kind, mask_id = replacement(s.removal, tokenizer)
+    keep = [i for i, row in enumerate(rows) if len(row) > 1]
+    explained, _ = explain_texts(
+        net, [rows[i] for i in keep], k=s.k, mask_id=mask_id,
+        methods=PAGE_METHODS, ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size,
+    )  # fmt: skip
+    out: list[Explained | None] = [None] * len(rows)
+    for i, e in zip(keep, explained, strict=True):
+        out[i] = e
+    return out, REMOVAL_PHRASES[kind]
