@@ -30,6 +30,9 @@ TINY = [
     "trainer.enable_progress_bar=false",
 ]
 
+# TINY's trainer settings for a pretraining (pretrain.py's and train.py model.init_from=pretrain's: pretrain.trainer)
+TINY_PRETRAINING = [o.replace("trainer.", "pretrain.trainer.", 1) for o in TINY if o.startswith("trainer.")]
+
 
 def entry_env() -> dict[str, str]:
     env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
@@ -37,10 +40,19 @@ def entry_env() -> dict[str, str]:
     return env
 
 
-def run_entry(script: str, *overrides: str, cwd: Path | None = None, timeout: int = 300, check: bool = True):
-    """Run `python <repo>/<script> overrides...` in a fresh process; returns the CompletedProcess."""
+def run_entry(
+    script: str,
+    *overrides: str,
+    cwd: Path | None = None,
+    timeout: int = 300,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+):
+    """Run `python <repo>/<script> overrides...` in a fresh process (`env`: its environment, entry_env() by default);
+    returns the CompletedProcess."""
     cmd = [sys.executable, str(ROOT / script), *overrides]
-    proc = subprocess.run(cmd, cwd=cwd or ROOT, env=entry_env(), capture_output=True, text=True, timeout=timeout)
+    env = env or entry_env()
+    proc = subprocess.run(cmd, cwd=cwd or ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         output = f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output}")

@@ -26,8 +26,8 @@ from transformer_attention.data import cache
 from transformer_attention.data.datamodule import ReviewDataModule
 from transformer_attention.errors import DiskError
 from transformer_attention.files import hold_lock, release_lock
-from transformer_attention.training.checkpoint import load_encoder
-from transformer_attention.training.pretrained import store
+from transformer_attention.pretraining.store import keep
+from transformer_attention.pretraining.weights import PretrainedEncoder
 
 
 def truncated(path: Path) -> None:
@@ -119,7 +119,7 @@ def test_a_damaged_cached_encoder_is_set_aside_and_pretrained_again(tmp_path: Pa
     args += ["pretrain.trainer.limit_train_batches=3", "pretrain.trainer.limit_val_batches=1"]  # a short pretraining
     run_entry("train.py", *args)
     (cached,) = (log_dir / ".cache" / "pretrained").glob("mlm-*.ckpt")
-    clean = load_encoder(cached).weights
+    clean = PretrainedEncoder.load(cached).weights
     for n, (name, damage) in enumerate(DAMAGES.items(), start=1):
         damage(cached)
         damaged = cached.read_bytes()
@@ -132,7 +132,7 @@ def test_a_damaged_cached_encoder_is_set_aside_and_pretrained_again(tmp_path: Pa
         assert "no encoder cached for these texts and settings; pretraining" in out
         assert len(run_dirs(log_dir, "pretrain")) == n + 1
         assert "pretrained tensors copied" in out  # the fine-tuning started from it
-        rebuilt = load_encoder(cached).weights
+        rebuilt = PretrainedEncoder.load(cached).weights
         assert rebuilt.keys() == clean.keys()
         assert all(torch.equal(rebuilt[k], clean[k]) for k in clean), name
 
@@ -146,7 +146,7 @@ def test_caching_the_encoder_on_a_full_disk_names_its_kept_checkpoint(small_disk
     ckpt.parent.mkdir(parents=True)
     ckpt.write_bytes(b"y" * 200_000)
     with pytest.raises(DiskError) as err:
-        store(ckpt, folder / "mlm-new.ckpt")
+        keep(ckpt, folder / "mlm-new.ckpt")
     message = str(err.value)
     assert f"no space left to write mlm-new.ckpt in {folder}: 0." in message and "MiB free of 0.4 MiB" in message
     assert f"the pretraining's own checkpoint is kept: {ckpt}" in message

@@ -1,5 +1,6 @@
 """The package's shape holds: its layers (import-linter's contracts in pyproject.toml), tasks that never import
-each other, small files, one atomic writer and one lock, an entry shell that imports no torch, and the
+each other, one pretraining for both entry points, no function below the tasks that takes the run's config, small
+files, one atomic writer and one lock, an entry shell that imports no torch, and the
 attention page shipped as package data."""
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from conftest import ROOT
 
 PACKAGE = ROOT / "src" / "transformer_attention"
 TASKS = PACKAGE / "tasks"
+# Hydra's plugin interface hands a Sweeper the whole config (`Sweeper.setup(config=...)`): the only exception
+HYDRA_INTERFACE = {
+    "sweeps/sweeper.py:StudySweeper.setup",
+    "hydra_plugins/transformer_attention_sweeper:OptunaSweeper.setup",
+}
 
 
 def imported_modules(path: Path, package: str) -> set[str]:
@@ -57,6 +63,70 @@ def test_the_import_scan_sees_a_task_importing_another(tmp_path: Path):
     found = imported_modules(probe, "transformer_attention.tasks")
     assert {"transformer_attention.tasks.train", "transformer_attention.tasks.evaluate"} <= found
     assert "transformer_attention.training.builders" in found
+
+
+def config_takers(path: Path, where: str) -> list[str]:
+    """`where:Class.function(param)` for every function of `path` with a parameter named `cfg` or typed DictConfig."""
+    found = []
+
+    def visit(node: ast.AST, owner: str = "") -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, f"{child.name}.")
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = child.args
+                for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+                    typed = (
+                        arg is not None and arg.annotation is not None and "DictConfig" in ast.unparse(arg.annotation)
+                    )
+                    if arg is not None and (arg.arg == "cfg" or typed):
+                        found.append(f"{where}:{owner}{child.name}({arg.arg})")
+                visit(child, f"{owner}{child.name}.")
+
+    visit(ast.parse(path.read_text()))
+    return found
+
+
+def test_no_function_below_the_tasks_and_the_entry_shell_takes_the_run_config():
+    """Settings are built once at a task's start and passed down: outside tasks/ and cli/ no function has a parameter
+    named `cfg` or typed `DictConfig` (Hydra's Sweeper interface aside)."""
+    src = ROOT / "src"
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        where = str(path.relative_to(PACKAGE if PACKAGE in path.parents else src)).removesuffix("/__init__.py")
+        if where.startswith(("tasks/", "cli/")):
+            continue
+        found += [f for f in config_takers(path, where) if f.split("(")[0] not in HYDRA_INTERFACE]
+    assert not found, f"these take the run's config; give them their settings instead: {found}"
+
+
+def test_the_config_scan_sees_both_forms(tmp_path: Path):
+    """The check above can fail: a `cfg` parameter and a DictConfig-typed one, in a function and in a method."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "def build(cfg): ...\nclass Maker:\n    def make(self, node: 'DictConfig | None') -> None: ...\n"
+        "def fine(settings: dict) -> None: ...\n"
+    )
+    assert config_takers(probe, "probe.py") == ["probe.py:build(cfg)", "probe.py:Maker.make(node)"]
+
+
+def test_both_entry_points_pretrain_through_one_function():
+    """`python pretrain.py` and `python train.py model.init_from=pretrain` call the one `pretrain()` of
+    pretraining/, and no other module defines a pretraining entry of its own."""
+    for task in ("train", "pretrain"):
+        tree = ast.parse((TASKS / f"{task}.py").read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "pretraining"
+                    for a in n.names}  # fmt: skip
+        called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        assert "pretrain" in imported & called, task
+    defined = sorted(
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.FunctionDef) and n.name == "pretrain"
+    )
+    assert defined == ["pretraining/methods.py"]
+    assert not (PACKAGE / "training" / "pretrained.py").exists() and not (PACKAGE / "training" / "vectors.py").exists()
 
 
 def test_files_are_small_and_the_top_is_a_few_modules():

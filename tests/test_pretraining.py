@@ -10,23 +10,17 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from conftest import TINY, run_dirs, run_entry
+from conftest import TINY, TINY_PRETRAINING, run_dirs, run_entry
 
-from transformer_attention import pretraining
 from transformer_attention.data.datamodule import ReviewDataModule
-from transformer_attention.data.tokenizer import CLS_ID, MASK_ID, PAD_ID
+from transformer_attention.data.tokenizer import CLS_ID, FIRST_WORD_ID, MASK_ID, PAD_ID
 from transformer_attention.data.unlabelled import PretrainingData, normalized, windows
 from transformer_attention.errors import CheckpointError, ConfigError
 from transformer_attention.model import EncoderConfig
 from transformer_attention.module import ClassifierModule
-from transformer_attention.pretraining import (
-    FIRST_WORD_ID,
-    IGNORE,
-    MaskedLMModule,
-    PretrainedEncoder,
-    mask_tokens,
-)
-from transformer_attention.training.checkpoint import load_encoder
+from transformer_attention.pretraining import METHOD_NAMES, METHODS, PretrainConfig, mlm
+from transformer_attention.pretraining.mlm import IGNORE, MaskedLMModule, mask_tokens
+from transformer_attention.pretraining.weights import PretrainedEncoder
 
 SIZES = {"d_model": 16, "num_heads": 2, "num_layers": 2, "dim_feedforward": 32, "max_len": 64}
 
@@ -125,7 +119,7 @@ def test_pretraining_lowers_the_held_out_loss_and_scores_no_padding(corpus, monk
         scored_padding.append(bool(((targets != IGNORE) & ~attention_mask).any()))
         return inputs, targets
 
-    monkeypatch.setattr(pretraining, "mask_tokens", spy)
+    monkeypatch.setattr(mlm, "mask_tokens", spy)
     L.seed_everything(0)
     module = MaskedLMModule(vocab_size=pre.vocab_size, tokenizer=pre.tokenizer.to_str(), dropout=0.0, **SIZES)
     trainer = L.Trainer(
@@ -144,7 +138,7 @@ def test_pretraining_lowers_the_held_out_loss_and_scores_no_padding(corpus, monk
     # fine-tuning starts from exactly these weights
     path = tmp_path / "mlm.ckpt"
     trainer.save_checkpoint(path)
-    loaded = load_encoder(path)
+    loaded = PretrainedEncoder.load(path)
     assert loaded.tokenizer == pre.tokenizer.to_str()
     loaded.check_fits({**SIZES, "norm_first": False, "activation": "relu", "positional": "sinusoidal"})
     classifier = ClassifierModule(vocab_size=pre.vocab_size, num_classes=2, dropout=0.3, **SIZES)
@@ -169,14 +163,16 @@ def test_a_different_size_is_a_one_line_error_naming_the_setting():
         PretrainedEncoder.from_checkpoint({"hyper_parameters": {"d_model": 16}, "state_dict": {}}, "x.ckpt")
 
 
-RECIPE = [o for o in TINY if not o.startswith("model.num_layers")] + [
+RECIPE = [o for o in TINY if not o.startswith(("model.num_layers", "trainer."))] + [
     "model.num_layers=2",
     "pretrain.batch_size=32",
     "pretrain.max_length=32",
+    *TINY_PRETRAINING,  # one pretraining epoch ...
+    "pretrain.trainer.precision=32-true",  # ... in fp32
 ]
-# one pretraining epoch in fp32: pretrain.py's own trainer (TINY has trainer.max_epochs=1), train.py's pretrain.trainer
-PRETRAIN_PY = [*RECIPE, "trainer.precision=32-true"]
-TRAIN_PY = [*RECIPE, "pretrain.trainer.max_epochs=1", "pretrain.trainer.precision=32-true"]
+# the same pretraining keys in both: pretrain.py runs only the pretraining, train.py fine-tunes after it too
+PRETRAIN_PY = RECIPE
+TRAIN_PY = [*RECIPE, *[o for o in TINY if o.startswith("trainer.")]]
 
 
 def test_pretrain_entry_then_train_from_it_and_from_the_cache(tmp_path: Path):
@@ -202,9 +198,14 @@ def test_pretrain_entry_then_train_from_it_and_from_the_cache(tmp_path: Path):
 
 
 def test_pretrain_takes_the_trainer_logger_and_callbacks_overrides_train_takes(tmp_path: Path):
-    """pretrain.py is built like train.py: `logger=csv` writes metrics.csv (and no TensorBoard events),
-    `trainer.precision=bf16-mixed` trains in bf16 autocast, `callbacks.lr_monitor=null` logs no learning rate."""
-    overrides = ["logger=csv", "trainer.precision=bf16-mixed", "callbacks.lr_monitor=null"]
+    """pretrain.py's groups are train.py's `pretrain.*` ones: `logger@pretrain.logger=csv` writes metrics.csv (and no
+    TensorBoard events), `pretrain.trainer.precision=bf16-mixed` trains in bf16 autocast,
+    `pretrain.callbacks.lr_monitor=null` logs no learning rate."""
+    overrides = [
+        "logger@pretrain.logger=csv",
+        "pretrain.trainer.precision=bf16-mixed",
+        "pretrain.callbacks.lr_monitor=null",
+    ]
     proc = run_entry("pretrain.py", *PRETRAIN_PY, *overrides, f"paths.log_dir={tmp_path / 'outputs'}")
     (run,) = run_dirs(tmp_path / "outputs", "pretrain")
     (metrics,) = run.glob("csv/version_*/metrics.csv")
@@ -243,3 +244,27 @@ def test_extra_texts_need_no_label_column_and_a_missing_path_is_named(tmp_path: 
         load_texts(str(source))
     with pytest.raises(DataError, match=r"'\./nowhere/imdb' does not exist"):
         load_texts("./nowhere/imdb")
+
+
+def test_the_methods_table_is_what_the_config_check_allows_and_each_names_its_result():
+    assert tuple(METHODS) == METHOD_NAMES  # the torch-free names the CLI checks pretrain.method against
+    assert {m.suffix for m in METHODS.values()} == {".ckpt", ".npz"} and all(m.what for m in METHODS.values())
+    with pytest.raises(ConfigError, match=r"pretrain\.method='skipgrams' is not a pretraining method: did you mean"):
+        PretrainConfig(method="skipgrams")
+
+
+def test_the_recipe_is_checked_when_built_and_the_encoder_follows_the_model():
+    model = {"d_model": 32, "num_heads": 4, "num_layers": 1, "dim_feedforward": 64, "max_len": 64, "dropout": 0.3}
+    settings = PretrainConfig.from_values({"max_length": 128, "dropout": 0.0}, model=model)
+    assert settings.encoder == {**model, "dropout": 0.0, "max_len": 128}  # its windows' positions, its dropout
+    assert "trainer" not in settings.recipe() and settings.recipe()["max_length"] == 128
+    with pytest.raises(
+        ConfigError, match=r"pretrain\.holdout=1 must be a number in \(0, 1\): e\.g\. pretrain\.holdout"
+    ):
+        PretrainConfig(holdout=1)
+    with pytest.raises(
+        ConfigError, match=r"pretrain\.mask_prb is not a setting of the pretraining: did you mean pretrain\.mask_prob"
+    ):
+        PretrainConfig.from_values({"mask_prb": 0.2})
+    with pytest.raises(ConfigError, match=r"pretrain\.trainer\.max_epochs=0 trains nothing"):
+        PretrainConfig(trainer={"max_epochs": 0})

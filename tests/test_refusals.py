@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TINY, run_dirs, run_entry
+from conftest import ROOT, TINY, TINY_PRETRAINING, run_dirs, run_entry
 from test_fail_early import one_line, snapshot, work_done
 from test_resume import interrupt_mid_training
 
@@ -73,13 +73,14 @@ def test_a_file_where_a_folder_belongs_is_named(tmp_path: Path, key: str):
 
 # ---- 2. looks like success when it was not -----------------------------------------------------------
 PRETRAIN = [
-    *[o for o in TINY if not o.startswith(("model.num_layers", "trainer.max_epochs"))],
+    *[o for o in TINY if not o.startswith(("model.num_layers", "trainer."))],
+    *[o for o in TINY_PRETRAINING if not o.startswith("pretrain.trainer.max_epochs")],
     "model.num_layers=2",
     "pretrain.batch_size=16",
     "pretrain.max_length=32",
-    "trainer.precision=32-true",
-    "trainer.val_check_interval=1.0",
-    "callbacks.attention_maps=null",
+    "pretrain.trainer.precision=32-true",
+    "pretrain.trainer.val_check_interval=1.0",
+    "pretrain.callbacks.attention_maps=null",
 ]
 
 SLOW_PRETRAIN = """
@@ -102,7 +103,7 @@ def test_pretraining_stopped_by_sigterm_exits_143_keeps_its_checkpoint_and_resum
     script = tmp_path / "slow_pretrain.py"
     script.write_text(SLOW_PRETRAIN.format(script=str(ROOT / "pretrain.py")))
     log_dir = tmp_path / "outputs"
-    args = [*PRETRAIN, "trainer.max_epochs=20", LOG.format(log_dir)]
+    args = [*PRETRAIN, "pretrain.trainer.max_epochs=20", LOG.format(log_dir)]
     proc = interrupt_mid_training(args, tmp_path, signal.SIGTERM, script=script, task="pretrain")
     out, err = proc.stdout, proc.stderr
     assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
@@ -111,7 +112,9 @@ def test_pretraining_stopped_by_sigterm_exits_143_keeps_its_checkpoint_and_resum
     assert last.is_file() and "Traceback" not in err
     assert "SIGTERM: stopped at epoch" in out + err
     assert "python pretrain.py" in out + err and f"ckpt_path={last}" in out + err
-    resumed = run_entry("pretrain.py", *args[:-2], "trainer.max_epochs=3", LOG.format(log_dir), f"ckpt_path={last}")
+    resumed = run_entry(
+        "pretrain.py", *args[:-2], "pretrain.trainer.max_epochs=3", LOG.format(log_dir), f"ckpt_path={last}"
+    )
     assert run_dirs(log_dir, "pretrain") == [run]  # it went on in its own folder
     assert "pretrained encoder: " in resumed.stdout
 
@@ -121,8 +124,8 @@ def test_pretraining_stopped_by_sigterm_exits_143_keeps_its_checkpoint_and_resum
     [
         ("pretrain.py", "pretrain.scheduler.warmup_fraction=2", "pretrain.scheduler.warmup_fraction=2 must be a"),
         ("pretrain.py", "pretrain.optimizer.lr=-1", "pretrain.optimizer.lr=-1 must be a positive number"),
-        ("pretrain.py", "trainer.val_check_interval=0", "trainer.val_check_interval=0 must be a fraction"),
-        ("pretrain.py", "trainer.val_check_interval=-1", "trainer.val_check_interval=-1 must be a fraction"),
+        ("pretrain.py", "pretrain.trainer.val_check_interval=0", "pretrain.trainer.val_check_interval=0 must be a"),
+        ("pretrain.py", "pretrain.trainer.val_check_interval=-1", "pretrain.trainer.val_check_interval=-1 must be"),
         ("train.py", "pretrain.trainer.val_check_interval=0", "pretrain.trainer.val_check_interval=0 must be"),
         ("train.py", "seed=abc", "seed='abc' must be a whole number >= 0"),
     ],
@@ -199,7 +202,7 @@ def test_resuming_with_no_epoch_left_says_so_before_testing(first_run: Path, tmp
 
 def test_a_pretrained_encoder_given_as_a_classifier_points_at_init_from(tmp_path: Path):
     log_dir = tmp_path / "outputs"
-    run_entry("pretrain.py", *PRETRAIN, "trainer.max_epochs=1", LOG.format(log_dir))
+    run_entry("pretrain.py", *PRETRAIN, "pretrain.trainer.max_epochs=1", LOG.format(log_dir))
     (encoder,) = (run_dirs(log_dir, "pretrain")[0] / "checkpoints").glob("mlm_*.ckpt")
     for script, args in (("predict.py", ["text=fine"]), ("evaluate.py", []), ("train.py", TINY)):
         line = refused(script, *args, f"ckpt_path={encoder}", LOG.format(tmp_path / script), kind="checkpoint error")

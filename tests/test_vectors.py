@@ -15,12 +15,13 @@ import torch
 from conftest import TINY, run_dirs, run_entry
 
 from transformer_attention.data.datamodule import ReviewDataModule
-from transformer_attention.data.tokenizer import PAD_ID
+from transformer_attention.data.tokenizer import FIRST_WORD_ID, PAD_ID
 from transformer_attention.data.unlabelled import PretrainingData, load_texts, normalized
 from transformer_attention.errors import CheckpointError, ConfigError, DataError
 from transformer_attention.model import TransformerClassifier
 from transformer_attention.module import ClassifierModule
-from transformer_attention.training.vectors import FIRST_WORD_ID, WordVectors, skipgram_corpus, train_vectors
+from transformer_attention.pretraining.skipgram import skipgram_corpus, train_vectors
+from transformer_attention.pretraining.vectors import WordVectors
 
 WORDS = "good great fine bad awful poor film plot acting story".split()
 
@@ -161,7 +162,7 @@ def test_a_frozen_embedding_is_bit_equal_after_the_frozen_epochs_and_trains_afte
             "pretrain.method='word2vec' is not a pretraining method: use one of mlm, skipgram",
         ),
         ("pretrain.skipgram.window=0", "pretrain.skipgram.window=0 must be a whole number >= 1"),
-        ("+pretrain.skipgram.size=64", "pretrain.skipgram.size is not a skip-gram setting"),
+        ("+pretrain.skipgram.size=64", "pretrain.skipgram.size is not a setting of the skip-gram vectors"),
         ("model.freeze_embedding_epochs=-1", "model.freeze_embedding_epochs=-1 must be a whole number >= 0"),
     ],
 )

@@ -1,12 +1,20 @@
-"""The value predicates every settings check shares (the config check, the model's, the data's, predict's):
-whole numbers and real numbers that are not booleans (`True` is an int in Python, never a size here).
+"""What every settings check shares (the config check, the model's, the data's, pretraining's, predict's): whole
+numbers and real numbers that are not booleans (`True` is an int in Python, never a size here), the nearest known
+name for a "did you mean" hint, and `settings_of`, which builds a settings dataclass from a config node's values.
 Standard library only."""
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, TypeVar
+
+from .errors import ConfigError
+
+T = TypeVar("T")
 
 
 def is_whole(value: Any, low: int | None = None) -> bool:
@@ -25,3 +33,23 @@ def is_finite(value: Any) -> bool:
         return not isinstance(value, bool) and math.isfinite(float(value))
     except (TypeError, ValueError):
         return False
+
+
+def closest(name: Any, known: Sequence[str]) -> str | None:
+    """The known name nearest a misspelt `name`, for a "did you mean" hint; None when none is near."""
+    near = difflib.get_close_matches(str(name), list(known), n=1)
+    return near[0] if near else None
+
+
+def settings_of(kind: type[T], values: Mapping[str, Any], prefix: str, what: str) -> T:
+    """`kind(**values)`: a settings dataclass that checks its own fields when built. A key it has no field for is a
+    ConfigError that names `prefix + key`, `what` the settings are of, and the nearest field (`+model.key=...` gets
+    past Hydra's schema)."""
+    known = [f.name for f in fields(kind)]
+    for key in values:
+        if key not in known:
+            near = closest(key, [k for k in known if not k.startswith("_")])
+            shown = ", ".join(k for k in known if not k.startswith("_"))
+            fix = f"did you mean {prefix}{near}?" if near else f"the settings are: {shown}"
+            raise ConfigError(f"{prefix}{key} is not a setting of {what}: {fix}")
+    return kind(**values)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import os
 import warnings
 from pathlib import Path
 
@@ -90,10 +91,25 @@ def calm_threads() -> bool:
     """Make torch's OpenMP threads sleep while they wait (OMP_WAIT_POLICY=PASSIVE), unless the user chose
     threads or a policy themselves (OMP_NUM_THREADS, OMP_WAIT_POLICY set, even empty) or torch is already
     loaded (too late: libgomp reads it at start). True if it set the policy."""
-    import os
     import sys
 
     if "OMP_NUM_THREADS" in os.environ or "OMP_WAIT_POLICY" in os.environ or "torch" in sys.modules:
         return False
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     return True
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def free_cores() -> int:
+    """The usable cores that no other process is running on now (at least 1): what the skip-gram's worker threads
+    default to, so that they do not spin on a busy core either."""
+    cores = usable_cores()
+    try:
+        running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])  # runnable tasks, this one too
+    except (OSError, ValueError, IndexError):
+        return cores
+    return max(1, min(cores, cores - (running - 1)))

@@ -71,14 +71,24 @@ class EncoderModule(L.LightningModule):
 
     # ---- optimisation --------------------------------------------------------------------
     def configure_optimizers(self) -> dict:
-        params = param_groups(self, self.optimizer_factory)
-        if self.optimizer_factory is None:
-            optimizer = torch.optim.AdamW(params, lr=1e-3)
-        else:
-            optimizer = self.optimizer_factory(params=params)
-        factory = self.scheduler_factory or warmup_cosine
-        scheduler = factory(optimizer, total_steps=int(self.trainer.estimated_stepping_batches))
+        optimizer = build_optimizer(self, self.optimizer_factory)
+        total = int(self.trainer.estimated_stepping_batches)
+        scheduler = build_schedule(optimizer, self.scheduler_factory, total_steps=total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def build_optimizer(module: torch.nn.Module, factory: Any = None) -> torch.optim.Optimizer:
+    """The optimiser of `module`'s parameters (`param_groups`) from the config's partial (None: AdamW, lr 1e-3): what
+    `configure_optimizers` makes, and what a task tries on a dummy module before any data (training/targets.py)."""
+    params = param_groups(module, factory)
+    return torch.optim.AdamW(params, lr=1e-3) if factory is None else factory(params=params)
+
+
+def build_schedule(
+    optimizer: torch.optim.Optimizer, factory: Any = None, total_steps: int = 1
+) -> torch.optim.lr_scheduler.LRScheduler:
+    """The learning-rate schedule over `total_steps` from the config's partial (None: `warmup_cosine`)."""
+    return (factory or warmup_cosine)(optimizer, total_steps=total_steps)
 
 
 class ClassifierModule(EncoderModule):

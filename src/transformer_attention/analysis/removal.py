@@ -13,14 +13,12 @@ REMOVAL_PHRASES = {"mask": "replaced by [MASK]", "delete": "deleted"}  # how eac
 
 
 def removal_kind(removal: str, vocab: Collection[str]) -> str:
-    """`removal` ("auto", "mask" or "delete") for a tokenizer with the tokens `vocab`: auto is "mask" when the
-    tokenizer has [MASK], else "delete"; "mask" without [MASK] is a ValueError."""
+    """`removal` (one of settings.REMOVAL_CHOICES, which AnalysisConfig checks) for a tokenizer with the tokens
+    `vocab`: auto is "mask" when the tokenizer has [MASK], else "delete"; "mask" without [MASK] is a ValueError."""
     if removal == "auto":
         return "mask" if MASK in vocab else "delete"
     if removal == "mask" and MASK not in vocab:
         raise ValueError("removal=mask but the tokenizer has no [MASK] token: use removal=delete (or auto)")
-    if removal not in REMOVAL_PHRASES:
-        raise ValueError(f"removal={removal!r}: expected auto, mask or delete")
     return removal
 
 

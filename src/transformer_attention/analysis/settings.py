@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, List, Optional  # noqa: UP035 - OmegaConf 2.3 reads typing's List and Optional
 
-from ..checks import is_number, is_whole
+from ..checks import closest, is_number, is_whole
 from ..errors import ConfigError
-from ..model.config import closest
 
 ANALYSES = ("heads", "faithfulness")
 REMOVAL_CHOICES = ("auto", "mask", "delete")  # how removed words go (removal.py)

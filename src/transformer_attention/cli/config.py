@@ -1,17 +1,15 @@
-"""The structured schema of `conf/model/` and the value rules a composed config must pass.
+"""A composed config's check, before torch is imported: every group's settings built as the dataclasses that
+check their own fields (`ModelConfig`, `PretrainConfig`, the data's and the analyses' rules, each defined once in
+its room), the trainer's rules, then the rules that join groups (rules.py) and the keys a command line adds.
 
-Keys and types are Hydra's job: `conf/model/` is backed by `ModelConfig` (the model's `EncoderConfig`
-plus how it is optimised), so `model.num_head=4` or `model.d_model=abc` fails when the config is
-composed. Values are checked here, before torch is imported, by the same rule functions the
-constructors call (`check_encoder`, `check_data_settings`), plus the rules that join groups: the
-trainer of the run and of its pretraining (`pretrain.trainer` in train.py), the pretraining recipe.
-Each failure is a ConfigError that names the key, the bad value and the fix.
+Keys and types are Hydra's job: `conf/model/` is backed by `ModelConfig` (training/settings.py), so `model.num_head=4`
+or `model.d_model=abc` fails when the config is composed. Each failure here is a ConfigError that names the key,
+the bad value and the fix.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
@@ -19,25 +17,12 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..analysis.settings import AnalysisConfig, check_analyses, check_analysis_settings
+from ..checks import closest, settings_of
 from ..data.settings import check_data_settings
 from ..errors import ConfigError
-from ..model.config import EncoderConfig, check_encoder, closest
-from .rules import check_loggers, check_pretrain, check_run, check_trainer, check_training
-
-
-@dataclass
-class ModelConfig(EncoderConfig):
-    """`conf/model/`: the encoder's settings and how ClassifierModule optimises it."""
-
-    _target_: str = "transformer_attention.module.ClassifierModule"
-    _convert_: str = "all"  # plain lists and dicts in the hyperparameters: weights_only checkpoints
-    label_smoothing: float = 0.0
-    freeze_embedding_epochs: int = 0  # hold the token embedding fixed for this many first epochs (word vectors)
-    optimizer: Any = None  # a `_partial_` optimizer (params come later); None: AdamW(lr=1e-3)
-    scheduler: Any = None  # a `_partial_` scheduler (optimizer, total_steps); None: warmup_cosine
-    # a pretrain.py checkpoint (or its vectors.npz) to start from, or "pretrain": pretrain now as `pretrain`
-    # says (or reuse what is cached for the same texts and settings); None: from scratch
-    init_from: Optional[str] = None  # noqa: UP045 - OmegaConf 2.3 reads Optional
+from ..pretraining.settings import PretrainConfig
+from ..training.settings import ModelConfig, check_trainer
+from .rules import check_joint, check_loggers, check_run, check_task_keys
 
 
 def register_schemas() -> None:
@@ -47,34 +32,31 @@ def register_schemas() -> None:
     ConfigStore.instance().store(group="analysis", name="schema", node=AnalysisConfig)
 
 
-def check_config(cfg: DictConfig) -> None:
-    """Raise ConfigError on the first impossible value of `cfg` (a whole or a partial config)."""
-    model, data = _values(cfg.get("model")), _values(cfg.get("data"))
-    known = [f.name for f in fields(ModelConfig)]
-    for key in model:
-        if key not in known:  # `+model.key=...` gets past the schema: Hydra's `+` may add keys
-            near = closest(key, known)
-            fix = f"did you mean model.{near}?" if near else f"the settings are: {', '.join(known)}"
-            raise ConfigError(f"model.{key} is not a setting of the model: {fix}")
+def check_config(cfg: DictConfig, task: str | None = None) -> None:
+    """Raise ConfigError on the first impossible value of `cfg` (a whole or a partial config) of `task`'s run; a fix
+    it suggests for a key the command line added (`+key=...`) is written as added too, so that it composes."""
+    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     try:
-        check_encoder(model, prefix="model.")
+        _check(cfg, task)
+    except ConfigError as err:
+        message = str(err)
+        for added in (o[1:].split("=", 1)[0] for o in overrides if o.startswith("+") and not o.startswith("++")):
+            for quote in ("", "'"):
+                message = message.replace(f"e.g. {quote}{added}=", f"e.g. {quote}+{added}=")
+        raise ConfigError(message) from None
+
+
+def _check(cfg: DictConfig, task: str | None) -> None:
+    model, data = _values(cfg.get("model")), _values(cfg.get("data"))
+    settings_of(ModelConfig, model, "model.", "the model")
+    try:
         check_data_settings(data, prefix="data.")
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    check_training(model, _values(model.get("optimizer")), _values(model.get("scheduler")))
-    max_length, max_len = data.get("max_length"), model.get("max_len")
-    if isinstance(max_length, int) and isinstance(max_len, int) and max_length > max_len:
-        raise ConfigError(
-            f"data.max_length={max_length} is longer than the positional table model.max_len={max_len}: "
-            f"lower data.max_length or raise model.max_len (e.g. model.max_len={max_length})"
-        )
     check_trainer(_values(cfg.get("trainer")), prefix="trainer.")
-    pretrain = cfg.get("pretrain")
-    recipe = _values(pretrain)
-    check_pretrain(recipe, model.get("init_from"))
-    check_training({}, _values(recipe.get("optimizer")), _values(recipe.get("scheduler")), prefix="pretrain.")
-    if isinstance(pretrain, DictConfig) and "trainer" in pretrain:  # train.py: the trainer of model.init_from=pretrain
-        check_trainer(_values(pretrain.trainer), prefix="pretrain.trainer.")
+    if "pretrain" in cfg:  # train.py's model.init_from=pretrain, pretrain.py's run: one recipe, its groups included
+        PretrainConfig.from_values(_values(cfg.get("pretrain")), model=model)
+    check_joint(model, data)
     check_run(_values(cfg))
     check_loggers(_values(cfg.get("logger")))
     check_analysis_settings(_values(cfg.get("analysis")))
@@ -85,6 +67,7 @@ def check_config(cfg: DictConfig) -> None:
     if HydraConfig.initialized():
         hydra = HydraConfig.get()
         check_added_keys(cfg, list(hydra.overrides.task), groups=list(hydra.runtime.choices))
+        check_task_keys(task, list(hydra.overrides.task))
 
 
 def check_added_keys(cfg: DictConfig, overrides: list[str], groups: list[str]) -> None:

@@ -74,14 +74,14 @@ def run(task: str, cfg: DictConfig) -> Any:
     calm_threads()  # before torch is imported: OpenMP reads its wait policy when it starts
     run_dir = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
     try:
-        check_config(cfg)
+        check_config(cfg, task)
         if run_dir is not None and is_rank_zero():
             lock_run_dir(run_dir)
         quiet_console()  # each log line once, no tips (after the config check: it imports Lightning)
         if in_sweep() and spawn_ddp(cfg.get("trainer")):
             log.info("DDP in a multirun: ranks are spawned (trainer.strategy=%s)", cfg.trainer.strategy)
         if task in SHOWS_TREE and run_dir is not None and is_rank_zero():
-            unused = ("pretrain",) if task == "train" and cfg.model.get("init_from") != "pretrain" else ()
+            unused = unused_groups(task, cfg)
             saved = tree_dir(cfg, run_dir) / "config_tree.log"
             print_config_tree(cfg, save_to=saved, unused=unused, show=not in_sweep())
             if in_sweep():
@@ -101,6 +101,14 @@ def run(task: str, cfg: DictConfig) -> Any:
             own = not busy and run_dir_of(cfg.get("ckpt_path")) != run_dir.resolve()  # not resumed in place
             discard_unused(run_dir, own=own, subdir=HydraConfig.get().output_subdir, check_work=not busy)
         raise SystemExit(f"{kind}: {message}") from None
+
+
+def unused_groups(task: str, cfg: DictConfig) -> tuple[str, ...]:
+    """The groups of the config a task does not run, left out of the printed tree (the file keeps them): train.py's
+    pretraining when it starts from none; pretrain.py's fine-tuning (its trainer, callbacks, loggers, analyses)."""
+    if task == "pretrain":
+        return ("trainer", "callbacks", "logger", "analysis")
+    return ("pretrain",) if task == "train" and cfg.model.get("init_from") != "pretrain" else ()
 
 
 def tree_dir(cfg: DictConfig, run_dir: Path) -> Path:

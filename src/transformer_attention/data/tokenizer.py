@@ -22,6 +22,7 @@ from .pii import PII_PATTERNS
 PAD, UNK, CLS, MASK = "[PAD]", "[UNK]", "[CLS]", "[MASK]"
 SPECIAL_TOKENS = [PAD, UNK, CLS, MASK]  # ids 0, 1, 2, 3
 PAD_ID, UNK_ID, CLS_ID, MASK_ID = 0, 1, 2, 3
+FIRST_WORD_ID = len(SPECIAL_TOKENS)  # ids below are no words: never masked, drawn or given a word vector
 PROGRESS_MIN_TEXTS = 10_000  # show a progress bar when encoding at least this many texts
 ENCODE_CHUNK = 2_000
 

@@ -120,7 +120,8 @@ class PretrainingData(L.LightningDataModule):
     """The pretraining corpus of a recipe: `data`'s train texts (after its validation is carved) plus the train
     texts of each `extra_texts` source, minus every text of `data`'s validation and test splits; the tokenizer
     is trained on that corpus (`[MASK]` among its special tokens). `holdout` of the texts (at most
-    `max_holdout`), drawn with `split_seed`, are held out to measure the MLM on."""
+    `max_holdout`), drawn with `split_seed`, are held out to measure the MLM on. The values are the recipe's
+    (pretraining's PretrainConfig checks them)."""
 
     def __init__(
         self,
@@ -135,8 +136,6 @@ class PretrainingData(L.LightningDataModule):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        if not 0 < holdout < 1:
-            raise DataError(f"pretrain.holdout={holdout!r} must be in (0, 1): e.g. pretrain.holdout=0.02")
         self.data, self.extra_texts, self.text_column = data, list(extra_texts), text_column
         self.max_length, self.batch_size, self.bucket_by_length = max_length, batch_size, bucket_by_length
         self.holdout, self.max_holdout, self.seed = holdout, max_holdout, seed

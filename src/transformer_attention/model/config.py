@@ -8,12 +8,11 @@ Standard library only: a config is checked in about a second, before torch is im
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Optional
 
-from ..checks import is_number, is_whole
+from ..checks import closest, is_number, is_whole
 
 ATTENTION_IMPLS = ("math", "sdpa", "chunked")
 POOLINGS = ("cls", "mean")
@@ -80,9 +79,3 @@ def check_encoder(values: Mapping[str, Any], prefix: str = "") -> None:
             near = closest(value, allowed)
             fix = f"did you mean {prefix}{key}={near}?" if near else f"use {prefix}{key}={allowed[0]}"
             raise ValueError(f"{prefix}{key}={value!r} is not one of {', '.join(allowed)}: {fix}")
-
-
-def closest(name: Any, known: Sequence[str]) -> str | None:
-    """The known name nearest a misspelt `name`, for a "did you mean" hint; None when none is near."""
-    near = difflib.get_close_matches(str(name), list(known), n=1)
-    return near[0] if near else None

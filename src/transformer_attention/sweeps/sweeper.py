@@ -15,7 +15,7 @@ stopped launch left RUNNING are marked FAIL; a second launch of a running study 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +57,9 @@ class StudySweeper(Sweeper):
         n_jobs: int = 1,
         direction: Any = "maximize",
         max_failure_rate: float = 0.0,
-        sampler: DictConfig | None = None,
-        pruner: DictConfig | None = None,
-        params: DictConfig | None = None,
+        sampler: Mapping[str, Any] | None = None,
+        pruner: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
         enqueue_trials: Sequence[Any] = (),
     ) -> None:
         self.storage, self.study_name = storage, study_name

@@ -20,10 +20,11 @@ from ..analysis.run import Analysis, run_analyses
 from ..analysis.write import summary
 from ..callbacks.analysis import keep_analysis
 from ..errors import CheckpointError
-from ..training.builders import TrainerBuilder, build_data, build_loggers, instantiate_group, logged_metrics
+from ..training.builders import TrainerBuilder, build_data, build_loggers, instantiate_group, logged_metrics, plain
 from ..training.checkpoint import load_module
-from ..training.hparams import log_run
+from ..training.hparams import RunRecord, log_run
 from ..training.metrics import format_metrics, save_metrics
+from ..training.targets import try_group, try_signature
 
 TEST_SPLIT_FIX = "evaluate.py tests the test split: give the data one (a test.* file, data.data_files.test)"
 
@@ -36,6 +37,9 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     module = load_module(cfg.ckpt_path)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
+    try_signature(plain(cfg.trainer), "trainer.")  # every _target_ a user can change, tried before any data
+    try_group(plain(cfg.get("callbacks")), "callbacks.")
+    try_group(plain(cfg.get("logger")), "logger.")
     # the checkpoint's vocabulary and label order, not ones retrained on this dataset
     datamodule = build_data(
         cfg.data,
@@ -53,7 +57,7 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     callbacks, loggers = instantiate_group(cfg.get("callbacks")), build_loggers(cfg.get("logger"))
     # precision=auto picks a training precision by timing training steps: a test runs in fp32
     trainer = TrainerBuilder(cfg.trainer, callbacks, loggers).trainer
-    log_run(trainer.loggers, cfg)  # no metrics: train runs define HPARAMS' columns
+    log_run(trainer.loggers, RunRecord.of(plain(cfg)))  # no metrics: train runs define HPARAMS' columns
     trainer.test(module, datamodule=datamodule, verbose=False)  # one table: the run's own
     if not chosen.names:
         return logged_metrics(trainer), None

@@ -1,18 +1,23 @@
 """`python train.py`: fit a classifier and test its best checkpoint, as lightning-hydra-template's `train()` reads:
-resume, seed, pretrained encoder, callbacks, loggers, trainer, data, model, hyperparameters, fit, test."""
+resume, seed, the targets tried, the start (`model.init_from`: a file, or pretrained now), callbacks, loggers,
+trainer, data, model, hyperparameters, fit, test."""
 
 from __future__ import annotations
 
+import copy
 import logging
 import signal
+from datetime import datetime
+from pathlib import Path
 
 import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from ..errors import ConfigError
+from ..pretraining import PretrainConfig, PretrainRun, Start, pretrain, read_start
 from ..training.builders import (
     TrainerBuilder,
     build_data,
@@ -20,12 +25,13 @@ from ..training.builders import (
     build_model,
     instantiate_group,
     logged_metrics,
+    plain,
     test_best,
 )
-from ..training.hparams import CLASSIFIER_METRICS, log_run
+from ..training.hparams import CLASSIFIER_METRICS, RunRecord, log_run
 from ..training.metrics import format_metrics, save_metrics
-from ..training.pretrained import starting_encoder
 from ..training.resume import Resume
+from ..training.targets import try_group, try_optimization, try_signature
 
 log = logging.getLogger(__name__)
 
@@ -38,25 +44,32 @@ TEST_SPLIT_FIX = (
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit and test as the config says; returns every logged metric as a float."""
     epochs = cfg.trainer.get("max_epochs") if cfg.get("train", True) else None
-    resume = Resume.from_config(cfg.get("ckpt_path"), cfg.model, cfg.paths.output_dir, epochs)  # fails here, at once
+    resume = Resume.of(cfg.get("ckpt_path"), plain(cfg.model), cfg.paths.output_dir, epochs)  # fails here, at once
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
-    encoder = starting_encoder(cfg, resume)  # model.init_from: read, or pretrained now (`pretrain`)
+    try_optimization(plain(cfg.model.get("optimizer")), plain(cfg.model.get("scheduler")), prefix="model.")
+    try_signature(plain(cfg.trainer), "trainer.")  # every _target_ a user can change, tried before any data
+    try_group(plain(cfg.get("callbacks")), "callbacks.")
+    try_group(plain(cfg.get("logger")), "logger.")
+    start = starting_point(cfg, resume)
 
     callbacks = instantiate_group(cfg.get("callbacks"))
     loggers = build_loggers(cfg.get("logger"), purge_step=resume.purge_step)
     trainers = TrainerBuilder(cfg.trainer, callbacks, loggers)  # a setting Lightning refuses fails here
     make_model = instantiate(cfg.model, _partial_=True)  # and a bad model._target_, before any data
 
-    tokenizer = {"tokenizer": encoder.tokenizer} if encoder else {}
+    tokenizer = {"tokenizer": start.tokenizer} if start else {}
     datamodule = build_data(cfg.data, **tokenizer, **resume.data_settings(cfg.paths.output_dir))
     if cfg.get("test", True):
         datamodule.require_split("test", fix=TEST_SPLIT_FIX)  # checked as the data is read, not after training
     datamodule.setup("fit")
-    model = build_model(make_model, datamodule, encoder)
+    model = build_model(make_model, datamodule)
+    if start is not None:
+        start.copy_into(model.net)  # the head starts fresh
     trainer = trainers.for_model(model, datamodule)  # precision=auto: timed on a real batch
 
-    log_run(trainer.loggers, cfg, metrics=[cfg.get("optimized_metric"), *CLASSIFIER_METRICS])  # HPARAMS' columns
+    metrics = [cfg.get("optimized_metric"), *CLASSIFIER_METRICS]  # HPARAMS' columns
+    log_run(trainer.loggers, RunRecord.of(plain(cfg)), metrics=metrics)
 
     if cfg.get("train", True):
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume.ckpt_path)
@@ -65,6 +78,39 @@ def train(cfg: DictConfig) -> dict[str, float]:
         given = None if cfg.get("train", True) else resume.ckpt_path
         metrics.update(test_best(trainer, model, datamodule, fallback=given))
     return metrics
+
+
+def starting_point(cfg: DictConfig, resume: Resume) -> Start | None:
+    """What `model.init_from` names (None: from scratch, or a resumed run, which has its own weights), checked to
+    fit `model.*` before any data is read: a file pretrain.py wrote, or `pretrain`: what pretraining makes of this
+    run's texts and settings, from the cache or made now in a folder of its own (outputs/pretrain/runs/<time>/)."""
+    init_from = cfg.model.get("init_from")
+    if not init_from or resume:
+        return None
+    if init_from != "pretrain":
+        start = read_start(str(init_from))
+    else:
+        stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
+        out_dir = Path(cfg.paths.log_dir) / "pretrain" / "runs" / stamp
+        own = pretraining_view(cfg, out_dir)
+        settings = PretrainConfig.from_values(plain(own.pretrain), model=plain(own.model))
+        run = PretrainRun(out_dir, Path(cfg.paths.cache_dir), record=RunRecord.of(plain(own), own_overrides=False))
+        start = pretrain(settings, instantiate(own.data), run)
+        if cfg.get("seed") is not None:  # pretraining seeds with its own seed: the fine-tuning starts from `seed`
+            L.seed_everything(cfg.seed, workers=True)
+    start.check_fits(plain(cfg.model))
+    return start
+
+
+def pretraining_view(cfg: DictConfig, out_dir: Path) -> DictConfig:
+    """This run's config as the pretraining it starts sees it: its own folder (what `pretrain.callbacks`'
+    checkpoints and `pretrain.logger` interpolate), its task name, nothing to resume."""
+    own = copy.deepcopy(cfg)
+    with open_dict(own):
+        own.paths.output_dir = str(out_dir)
+        own.task_name = "pretrain"
+        own.ckpt_path = None  # train.py's ckpt_path resumes the fine-tuning, never this pretraining
+    return own
 
 
 def main(cfg: DictConfig) -> float | None:

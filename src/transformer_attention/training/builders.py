@@ -5,8 +5,9 @@ loggers, the trainer, the data and the model. Each special case of building sits
 - checkpoints are written atomically (`AtomicCheckpointIO`), unless the config names its own plugins;
 - `precision=auto` picks the faster of fp32 and bf16 once a model and a batch exist (precision.py);
 - an epoch of fewer batches than `log_every_n_steps` logs once an epoch, not never;
-- DDP ranks > 0 read rank 0's tokenizer rather than training their own;
-- a model starting from a pretrained encoder gets its weights copied in.
+- DDP ranks > 0 read rank 0's tokenizer rather than training their own.
+
+Each builder takes its group's node (a mapping of `_target_` entries, as Hydra composed it), never the run's config.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +23,25 @@ import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import CSVLogger, Logger
 from lightning.pytorch.utilities import rank_zero_only
-from omegaconf import DictConfig
+from omegaconf import OmegaConf
 
 from ..compat import continue_csv_header
-from ..pretraining import PretrainedEncoder
 from .checkpoint import AtomicCheckpointIO
 from .precision import auto_precision
 
 log = logging.getLogger(__name__)
 
 
-def instantiate_group(cfg: DictConfig | None, **for_target: dict[str, Any]) -> list[Any]:
+def plain(node: Any) -> Any:
+    """A config node's resolved values as plain dicts and lists (anything else as it is): what settings take."""
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
+def instantiate_group(group: Mapping[str, Any] | None, **for_target: dict[str, Any]) -> list[Any]:
     """Instantiate every non-null `_target_` entry of a group (callbacks, logger); `for_target` maps the end of
     a target's name to extra arguments for it (e.g. `TensorBoardLogger={"purge_step": 120}`)."""
     objects = []
-    for entry in (cfg or {}).values():
+    for entry in (group or {}).values():
         if entry is None or "_target_" not in entry:
             continue
         extra = next((kw for name, kw in for_target.items() if str(entry.get("_target_")).endswith(name)), {})
@@ -45,12 +51,12 @@ def instantiate_group(cfg: DictConfig | None, **for_target: dict[str, Any]) -> l
     return objects
 
 
-def build_loggers(cfg: DictConfig | None, purge_step: int | None = None) -> list[Logger]:
+def build_loggers(group: Mapping[str, Any] | None, purge_step: int | None = None) -> list[Logger]:
     """The logger group's loggers. A run resumed at `purge_step` hides, in TensorBoard, the steps its first
     run logged after that checkpoint (SummaryWriter's `purge_step`): after a `kill -9` they are trained and
     logged again, and TensorBoard would otherwise show both."""
     purge = {"purge_step": purge_step} if purge_step is not None else {}
-    return instantiate_group(cfg, TensorBoardLogger=purge)
+    return instantiate_group(group, TensorBoardLogger=purge)
 
 
 class TrainerBuilder:
@@ -58,23 +64,23 @@ class TrainerBuilder:
     data is read; with `precision=auto` it is made in fp32 first and made again by `for_model` if bf16 is
     clearly faster for that model on this machine."""
 
-    def __init__(self, cfg: DictConfig, callbacks: list[Any], loggers: list[Logger]) -> None:
-        self.cfg, self.callbacks, self.loggers = cfg, callbacks, loggers
-        self.auto = cfg.get("precision") == "auto"
+    def __init__(self, settings: Mapping[str, Any], callbacks: list[Any], loggers: list[Logger]) -> None:
+        self.settings, self.callbacks, self.loggers = settings, callbacks, loggers
+        self.auto = settings.get("precision") == "auto"
         self.trainer = self._make("32-true" if self.auto else None)
 
     def _make(self, precision: str | None) -> L.Trainer:
-        plugins = {} if self.cfg.get("plugins") else {"plugins": [AtomicCheckpointIO()]}  # no truncated .ckpt
+        plugins = {} if self.settings.get("plugins") else {"plugins": [AtomicCheckpointIO()]}  # no truncated .ckpt
         chosen = {"precision": precision} if precision else {}
         callbacks = list(self.callbacks)  # Lightning adds its progress bar to the list it is given
-        return instantiate(self.cfg, callbacks=callbacks, logger=self.loggers or False, **plugins, **chosen)
+        return instantiate(self.settings, callbacks=callbacks, logger=self.loggers or False, **plugins, **chosen)
 
     def for_model(self, module: L.LightningModule, datamodule: L.LightningDataModule) -> L.Trainer:
         """The Trainer to fit `module` on `datamodule` with: with `precision=auto`, in the precision timed on a
         real batch; logging at least once an epoch (small data: fewer batches than `log_every_n_steps`)."""
         trainer = self.trainer
         if self.auto:
-            precision = auto_precision(module, datamodule, self.cfg.get("accelerator", "cpu"))
+            precision = auto_precision(module, datamodule, self.settings.get("accelerator", "cpu"))
             trainer = trainer if precision == "32-true" else self._make(precision)
         batches, limit = len(datamodule.train_dataloader()), trainer.limit_train_batches
         batches = min(batches, limit) if isinstance(limit, int) else int(batches * (1.0 if limit is None else limit))
@@ -84,12 +90,12 @@ class TrainerBuilder:
         return trainer
 
 
-def build_data(cfg: DictConfig, **settings: Any) -> L.LightningDataModule:
+def build_data(data: Mapping[str, Any], **settings: Any) -> L.LightningDataModule:
     """The data group's datamodule with `settings` on top (a checkpoint's or pretrained encoder's tokenizer, where
     to save it). DDP ranks > 0 take the tokenizer rank 0 saved in the run folder: one vocabulary for all."""
     if "tokenizer" not in settings and rank_zero_only.rank > 0:
         settings["tokenizer"] = rank_zero_tokenizer(Path(settings["output_dir"]) / "tokenizer.json")
-    return instantiate(cfg, **settings)
+    return instantiate(data, **settings)
 
 
 def rank_zero_tokenizer(path: Path, timeout_s: float = 3600.0) -> str:
@@ -108,20 +114,16 @@ def rank_zero_tokenizer(path: Path, timeout_s: float = 3600.0) -> str:
             time.sleep(1.0)
 
 
-def build_model(make_model: Any, datamodule: Any, encoder: PretrainedEncoder | None = None) -> L.LightningModule:
+def build_model(make_model: Any, datamodule: Any) -> L.LightningModule:
     """The model group's module (`make_model`: its partial) sized by the data, its vocabulary and label names
-    inside; with `encoder`, the encoder's pretrained weights copied in (the head starts fresh)."""
-    model = make_model(
+    inside."""
+    return make_model(
         vocab_size=datamodule.vocab_size,
         num_classes=datamodule.num_classes,
         pad_id=datamodule.pad_id,
         tokenizer=datamodule.tokenizer_json(),
         label_names=datamodule.label_names,
     )
-    if encoder is not None:
-        copied = encoder.copy_into(model.net)
-        log.info("model.init_from=%s: %d pretrained tensors copied into the encoder", encoder.source, len(copied))
-    return model
 
 
 def test_best(

@@ -1,5 +1,5 @@
 """Checkpoints: read safely with clear errors (one loader for every `.ckpt` a run takes: `ckpt_path`,
-`model.init_from`, evaluate's and predict's), written atomically.
+`model.init_from` (pretraining/weights.py), evaluate's and predict's), written atomically.
 
 A `.ckpt` written by `train.py` or `pretrain.py` is a Lightning checkpoint of plain data (tensors, numbers,
 strings, lists, dicts), so it loads with `torch.load(weights_only=True)`: no pickled code runs. Anything else
@@ -22,7 +22,6 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from ..errors import CheckpointError
 from ..files import atomic_write
 from ..module import ClassifierModule
-from ..pretraining import PretrainedEncoder
 
 REQUIRED_HPARAMS = ("vocab_size", "num_classes", "label_names")
 
@@ -94,14 +93,6 @@ def load_module(path: str | Path, map_location: str | torch.device = "cpu") -> C
             "retrain it with this version, or load it with the version that wrote it"
         ) from None
     return module.to(map_location).eval()
-
-
-def load_encoder(path: str | Path) -> PretrainedEncoder:
-    """The pretrained encoder (`model.init_from`) of a `pretrain.py` checkpoint, read by `read_checkpoint`."""
-    try:
-        return PretrainedEncoder.from_checkpoint(read_checkpoint(path), str(path))
-    except CheckpointError as err:
-        raise CheckpointError(f"model.init_from={str(path)!r}: {err}") from None
 
 
 def _check_format(p: Path) -> None:

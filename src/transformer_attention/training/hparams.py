@@ -5,14 +5,16 @@ them, and the run's session."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard.summary import hparams
@@ -112,22 +114,42 @@ def log_hyperparameters(
                 lg.experiment.file_writer.add_summary(summary)
 
 
-def log_run(
-    loggers: Sequence[Logger], cfg: DictConfig, metrics: Sequence[str | None] = (), own_overrides: bool = True
-) -> None:
-    """`log_hyperparameters` for a Hydra run: its resolved config, its command-line overrides (`own_overrides`
-    False: a run started from another's, whose overrides are not its own), its folder as the trial id, and its
+@dataclass(frozen=True)
+class RunRecord:
+    """What a run's loggers record of it: its resolved config (a plain dict), the command-line overrides that are its
+    own (a pretraining started by train.py has none), its folder, tags and notes."""
+
+    config: dict[str, Any]
+    output_dir: str
+    overrides: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    notes: str | None = None
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any], own_overrides: bool = True) -> RunRecord:
+        """The record of a Hydra run whose resolved config is `config` (its overrides read from Hydra)."""
+        given = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() and own_overrides else []
+        paths = config.get("paths") or {}
+        return cls(
+            config=dict(config),
+            output_dir=str(paths.get("output_dir", ".")),
+            overrides=given,
+            tags=list(config.get("tags") or []),
+            notes=config.get("notes"),
+        )
+
+
+def log_run(loggers: Sequence[Logger], record: RunRecord, metrics: Sequence[str | None] = ()) -> None:
+    """`log_hyperparameters` for a Hydra run: its resolved config, its overrides, its folder as the trial id, and its
     `tags` and `notes` as a TensorBoard text."""
-    given = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() and own_overrides else []
-    config = OmegaConf.to_container(cfg, resolve=True)
     log_hyperparameters(
         loggers,
-        config,
-        overrides=given,
+        record.config,
+        overrides=record.overrides,
         metrics=[m for m in metrics if m],
-        trial_id=trial_id(cfg.paths.output_dir, given),
+        trial_id=trial_id(record.output_dir, record.overrides),
     )
-    log_tags(loggers, list(cfg.get("tags") or []), cfg.get("notes"))
+    log_tags(loggers, record.tags, record.notes)
 
 
 @rank_zero_only

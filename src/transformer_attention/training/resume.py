@@ -13,6 +13,7 @@ that wrote it, and what the resumed run must reuse so that it continues the same
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,15 +34,15 @@ class Resume:
     in_place: bool = False  # resumed inside the run folder that wrote the checkpoint
 
     @classmethod
-    def from_config(
-        cls, ckpt_path: Any, model_cfg: Any, output_dir: str | Path, max_epochs: int | None = None
+    def of(
+        cls, ckpt_path: Any, model: Mapping[str, Any], output_dir: str | Path, max_epochs: int | None = None
     ) -> Resume:
-        """Load and check `ckpt_path` (None: a fresh run) against the run's `model` config and, for a run that
-        trains, its `trainer.max_epochs` (there must be an epoch left to train)."""
+        """Load and check `ckpt_path` (None: a fresh run) against the run's model settings (`model.*`) and, for a run
+        that trains, its `trainer.max_epochs` (there must be an epoch left to train)."""
         if not ckpt_path:
             return cls()
         checkpoint = load_checkpoint(ckpt_path)
-        check_matches(checkpoint, model_cfg, ckpt_path)
+        check_matches(checkpoint, model, ckpt_path)
         check_epochs_left(checkpoint, max_epochs, ckpt_path, ", or pass train=false to test it")
         return cls(str(ckpt_path), checkpoint, in_place=resumed_in_place(ckpt_path, output_dir))
 
@@ -66,13 +67,15 @@ class Resume:
         }
 
 
-def check_epochs_left(checkpoint: dict[str, Any], max_epochs: int | None, path: Any, otherwise: str = "") -> None:
-    """A CheckpointError if `trainer.max_epochs` leaves no epoch to train after the checkpoint's own."""
+def check_epochs_left(
+    checkpoint: dict[str, Any], max_epochs: int | None, path: Any, otherwise: str = "", key: str = "trainer.max_epochs"
+) -> None:
+    """A CheckpointError if `max_epochs` (the setting `key`) leaves no epoch to train after the checkpoint's own."""
     done = epochs_trained(checkpoint)
     if max_epochs is not None and 0 <= max_epochs <= done:
         raise CheckpointError(
-            f"trainer.max_epochs={max_epochs} but the checkpoint {path} has trained {done} epoch(s): nothing is "
-            f"left to train. Raise trainer.max_epochs above {done} to go on{otherwise}"
+            f"{key}={max_epochs} but the checkpoint {path} has trained {done} epoch(s): nothing is "
+            f"left to train. Raise {key} above {done} to go on{otherwise}"
         )
 
 
@@ -83,13 +86,13 @@ def epochs_trained(checkpoint: dict[str, Any]) -> int:
     return int(progress.get("processed", checkpoint.get("epoch", 0)))
 
 
-def check_matches(checkpoint: dict[str, Any], model_cfg: Any, path: str | Path) -> None:
+def check_matches(checkpoint: dict[str, Any], model: Mapping[str, Any], path: str | Path) -> None:
     """Resuming needs the model the checkpoint was trained with: name every `model.*` key that differs."""
     hparams = checkpoint["hyper_parameters"]
     diff = [
-        f"model.{k}={model_cfg[k]!r} (checkpoint: {hparams[k]!r})"
-        for k in model_cfg
-        if k in hparams and not k.startswith("_") and model_cfg[k] != hparams[k]
+        f"model.{k}={model[k]!r} (checkpoint: {hparams[k]!r})"
+        for k in model
+        if k in hparams and not k.startswith("_") and model[k] != hparams[k]
     ]
     if diff:
         raise CheckpointError(

@@ -1,34 +1,122 @@
-"""Masked-language-model pretraining of the classifier's own encoder, and fine-tuning from it.
+"""Masked-language-model pretraining of the classifier's own encoder: `pretrain.method=mlm`.
 
-`MaskedLMModule` trains a `TransformerClassifier`'s embedding, positions and encoder (its classification
-head is left untouched) to predict hidden words, BERT's recipe: 15% of the real tokens of each row are
-picked; of those 80% become `[MASK]`, 10% a random word, 10% stay; only the picked ones are scored, padding
-and `[CLS]` never. The word predictor is tied to the input embedding (one matrix reads and writes words).
-`PretrainedEncoder` carries those weights from a checkpoint, bit for bit, into a classifier of the same sizes.
+`MaskedLMModule` trains a `TransformerClassifier`'s embedding, positions and encoder (its classification head is
+left untouched) to predict hidden words, BERT's recipe: 15% of the real tokens of each row are picked; of those 80%
+become `[MASK]`, 10% a random word, 10% stay; only the picked ones are scored, padding and `[CLS]` never. The word
+predictor is tied to the input embedding (one matrix reads and writes words). `make_encoder` fits it as the
+pretraining's trainer, callbacks and loggers say and returns the checkpoint of the lowest held-out loss, which
+`PretrainedEncoder` (weights.py) reads.
 
 Shapes: B batch, T tokens, D d_model, V vocabulary, N picked tokens in the batch.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import logging
+import time
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
+import lightning as L
 import torch
 import torch.nn.functional as F
+from hydra.utils import instantiate
 from torch import nn
 from torchmetrics import MeanMetric
 
-from .data.tokenizer import MASK_ID, SPECIAL_TOKENS
-from .errors import CheckpointError, ConfigError
-from .model import ClassifierOutput, EncoderConfig, TransformerClassifier
-from .model.config import encoder_fields
-from .module import EncoderModule
+from ..data.tokenizer import FIRST_WORD_ID, MASK_ID
+from ..data.unlabelled import PretrainingData
+from ..errors import CheckpointError, ConfigError
+from ..model import ClassifierOutput, TransformerClassifier
+from ..module import EncoderModule
+from ..training.builders import TrainerBuilder, build_loggers, instantiate_group, logged_metrics
+from ..training.checkpoint import read_checkpoint
+from ..training.hparams import log_run
+from ..training.resume import check_epochs_left
+from ..training.targets import try_group, try_optimization, try_signature
+from .settings import PretrainConfig, PretrainRun
+from .weights import ARCHITECTURE
 
-FIRST_WORD_ID = len(SPECIAL_TOKENS)  # ids below are [PAD] [UNK] [CLS] [MASK]: never picked, never drawn
-# what must be equal between a pretrained encoder and the classifier that starts from it
-ARCHITECTURE = ("d_model", "num_heads", "num_layers", "dim_feedforward", "norm_first", "activation", "positional")
+log = logging.getLogger(__name__)
+
 IGNORE = -100  # F.cross_entropy's ignore_index: positions that are not scored
+# trainer settings that say where and how fast, not what is learnt: left out of the cache key
+NOT_LEARNT = (
+    "_target_", "default_root_dir", "precision", "accelerator", "devices", "num_nodes", "strategy",
+    "enable_progress_bar", "enable_model_summary", "log_every_n_steps", "detect_anomaly", "profiler", "benchmark",
+)  # fmt: skip
+
+
+def make_encoder(settings: PretrainConfig, data: PretrainingData, run: PretrainRun) -> Path:
+    """Pretrain the encoder as `settings` say, in `run.output_dir` (resuming `run.ckpt_path`); returns the checkpoint
+    with the lowest held-out MLM loss (the callbacks' `model_checkpoint`)."""
+    callbacks = instantiate_group(settings.callbacks)
+    trainers = TrainerBuilder(settings.trainer, callbacks, build_loggers(settings.logger))  # fails before any data
+    if run.ckpt_path:
+        check_resumable(run.ckpt_path, settings)
+    data.setup("fit")
+    L.seed_everything(settings.seed, workers=True)
+    module = MaskedLMModule(
+        vocab_size=data.vocab_size,
+        pad_id=data.pad_id,
+        mask_prob=settings.mask_prob,
+        optimizer=instantiate(settings.optimizer),
+        scheduler=instantiate(settings.scheduler),
+        tokenizer=data.tokenizer.to_str(),
+        seed=settings.seed,
+        **settings.encoder,
+    )
+    trainer = trainers.for_model(module, data)
+    if run.record is not None:
+        log_run(trainer.loggers, run.record)  # no metrics: train runs define HPARAMS' columns
+    start = time.perf_counter()
+    trainer.fit(module, datamodule=data, ckpt_path=run.ckpt_path)
+    best = trainer.checkpoint_callback.best_model_path
+    held_out = {k: round(v, 4) for k, v in logged_metrics(trainer).items() if k.startswith("val/")}
+    log.info("pretraining: %.1f min, best held-out %s, %s", (time.perf_counter() - start) / 60, held_out, best)
+    return Path(best)
+
+
+def try_targets(settings: PretrainConfig) -> None:
+    """The pretraining's optimiser, schedule, trainer, callbacks and loggers, tried before any data is read
+    (training/targets.py), whether it runs now or its result is cached."""
+    try_optimization(settings.optimizer, settings.scheduler, prefix="pretrain.")
+    try_signature(settings.trainer, "pretrain.trainer.")
+    try_group(settings.callbacks, "pretrain.callbacks.")
+    try_group(settings.logger, "pretrain.logger.")
+
+
+def depends_on(settings: PretrainConfig, data: PretrainingData) -> tuple[tuple, list[str]]:
+    """What the encoder is a function of, for the cache key: the recipe (the skip-gram's settings left out), the
+    trainer settings that change what is learnt, the encoder's sizes, the tokenizer settings; and the corpus (returned
+    apart: texts are hashed one by one)."""
+    recipe = {k: v for k, v in settings.recipe().items() if k not in ("skipgram", "encoder")}
+    learnt = {k: v for k, v in settings.trainer.items() if k not in NOT_LEARNT}
+    d = data.data
+    tokenizer = (d.vocab_size_target, d.min_frequency, d.scrub_pii, d.max_length)
+    texts = data.corpus()
+    parts = (sorted(recipe.items(), key=str), sorted(learnt.items(), key=str), sorted(settings.encoder.items()))
+    return (*parts, tokenizer), texts["train"] + ["\0"] + texts["validation"]
+
+
+def check_resumable(ckpt_path: str, settings: PretrainConfig) -> None:
+    """pretrain.py's `ckpt_path`: a pretrain.py checkpoint of the encoder's sizes with an epoch left to train
+    (`pretrain.trainer.max_epochs`), or a CheckpointError / ConfigError that says which and the fix."""
+    checkpoint = read_checkpoint(ckpt_path)
+    hp = checkpoint["hyper_parameters"]
+    if "mask_prob" not in hp:
+        raise CheckpointError(
+            f"ckpt_path={ckpt_path} is a classifier checkpoint (train.py): pretrain.py resumes its own checkpoints "
+            "(outputs/pretrain/runs/<time>/checkpoints/last.ckpt); go on with this one: python train.py ckpt_path=..."
+        )
+    for key, want in settings.encoder.items():
+        if key in ARCHITECTURE and hp.get(key) != want:
+            raise ConfigError(
+                f"ckpt_path={ckpt_path} was pretrained with {key}={hp.get(key)!r} but the config says "
+                f"model.{key}={want!r}: set model.{key}={hp.get(key)} to resume it"
+            )
+    check_epochs_left(checkpoint, settings.trainer.get("max_epochs"), ckpt_path, key="pretrain.trainer.max_epochs")
 
 
 def mask_tokens(
@@ -77,8 +165,6 @@ class MaskedLMModule(EncoderModule):
         **settings: Any,
     ) -> None:
         super().__init__(tokenizer, optimizer, scheduler)
-        if not 0 < mask_prob < 1:
-            raise ConfigError(f"pretrain.mask_prob={mask_prob!r} must be in (0, 1): e.g. pretrain.mask_prob=0.15")
         self.net = TransformerClassifier(vocab_size=vocab_size, num_classes=2, pad_id=pad_id, **settings)
         D = self.net.config.d_model
         # BERT's prediction head: a transform, then the embedding matrix (tied) and a bias per word
@@ -133,66 +219,3 @@ class MaskedLMModule(EncoderModule):
         self.val_acc(correct.float())
         self.log("val/mlm_loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log("val/mlm_acc", self.val_acc, on_step=False, on_epoch=True, prog_bar=True)
-
-
-# ---- fine-tuning from a pretrained encoder ----------------------------------------------------
-@dataclass(frozen=True)
-class PretrainedEncoder:
-    """A MaskedLMModule checkpoint's encoder: its settings (the EncoderConfig it was built with), tokenizer
-    and weights (the `TransformerClassifier`'s, by name). `source` names the file in messages."""
-
-    config: EncoderConfig
-    tokenizer: str
-    weights: dict[str, torch.Tensor] = field(repr=False)
-    source: str = "model.init_from"
-
-    @classmethod
-    def from_checkpoint(cls, checkpoint: dict[str, Any], source: str) -> PretrainedEncoder:
-        """Read from a loaded checkpoint dict (training/checkpoint.py reads the file); a CheckpointError if
-        it is not a pretrain.py checkpoint."""
-        hp = checkpoint.get("hyper_parameters") or {}
-        if "mask_prob" not in hp or not checkpoint.get("tokenizer"):
-            raise CheckpointError(
-                "not a pretrained encoder (no MLM settings or tokenizer in it): give a checkpoint of pretrain.py "
-                "(outputs/pretrain/runs/<time>/checkpoints/*.ckpt)"
-            )
-        config = EncoderConfig(**{k: hp[k] for k in encoder_fields() if k in hp})
-        prefix = "net."
-        weights = {k[len(prefix) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(prefix)}
-        return cls(config=config, tokenizer=checkpoint["tokenizer"], weights=weights, source=source)
-
-    def check_fits(self, settings: dict[str, Any]) -> None:
-        """A ConfigError naming the first size of the classifier's `settings` (model.*) that differs from the
-        encoder's."""
-        mine = asdict(self.config)
-        for key in ARCHITECTURE:
-            want, have = mine[key], settings.get(key)
-            if want != have:
-                raise ConfigError(
-                    f"model.init_from={self.source!r} holds an encoder with {key}={want!r} but the config says "
-                    f"model.{key}={have!r}: set model.{key}={want} (or pretrain again with these sizes)"
-                )
-        if settings.get("max_len", 0) > self.config.max_len and settings.get("positional") == "learned":
-            raise ConfigError(
-                f"model.init_from={self.source!r} learned {self.config.max_len} positions but model.max_len="
-                f"{settings['max_len']}: set model.max_len={self.config.max_len}"
-            )
-
-    def copy_into(self, net: TransformerClassifier) -> list[str]:
-        """Copy the pretrained parameters of the embedding, positions and encoder into `net` (its head stays as
-        initialised; sinusoidal position tables are computed, not learned); returns the names copied. Sizes
-        must match (`check_fits`); the copy is exact."""
-        own = net.state_dict()
-        learned = {name for name, _ in net.named_parameters()}
-        copied = []
-        for name, value in self.weights.items():
-            if name.startswith("head.") or name not in learned:
-                continue
-            if own[name].shape != value.shape:
-                raise ConfigError(
-                    f"model.init_from: {name} has shape {tuple(value.shape)}, the model {tuple(own[name].shape)}"
-                )
-            own[name] = value
-            copied.append(name)
-        net.load_state_dict(own)
-        return copied

@@ -1,0 +1,149 @@
+"""The pretraining recipe, defined once and checked when built: `PretrainConfig` (`pretrain.*`, conf/pretrain, the
+same keys in `python pretrain.py` and `python train.py model.init_from=pretrain`) and `SkipgramConfig`
+(`pretrain.skipgram.*`). The CLI builds them to check a config before torch is imported; a task builds them once
+at its start and passes them down. Standard library only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..checks import closest, is_number, is_whole, settings_of
+from ..errors import ConfigError
+from ..model.config import encoder_fields
+from ..training.settings import Rule, check_optimization, check_rules, check_trainer
+
+METHOD_NAMES = ("mlm", "skipgram")  # what `pretrain.method` may name: methods.METHODS says what each does
+GROUPS = ("trainer", "callbacks", "logger")  # how a pretraining runs (config groups under pretrain.*), not what
+
+
+@dataclass(frozen=True)
+class SkipgramConfig:
+    """gensim's Word2Vec (sg=1) settings for `pretrain.method=skipgram`."""
+
+    dim: int | None = None  # the vectors' size; None: model.d_model, the embedding they start
+    window: int = 5  # words either side that count as context
+    negative: int = 5  # negative samples per context word
+    sample: float = 1e-4  # down-sampling of frequent words
+    epochs: int = 10
+    min_count: int = 1  # ids seen fewer times keep their random init
+    workers: int | None = None  # threads; None: the cores no other process is running on
+
+    def __post_init__(self) -> None:
+        whole = {"dim": 2, "window": 1, "negative": 1, "epochs": 1, "min_count": 1, "workers": 1}
+        examples = {"dim": 128, "window": 5, "negative": 5, "epochs": 10, "min_count": 5, "workers": 1}
+        optional = ("dim", "workers")  # None: the embedding's size, the free cores
+        rules: dict[str, Rule] = {
+            key: (lambda v, k=key, low=low: (v is None and k in optional) or is_whole(v, low),
+                  f"a whole number >= {low}", examples[key])
+            for key, low in whole.items()
+        }  # fmt: skip
+        rules["sample"] = (lambda v: is_number(v) and 0 <= v < 1, "a number in [0, 1)", 0.0001)
+        check_rules(asdict(self), rules, prefix="pretrain.skipgram.")
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """What `pretrain.*` says: the method, its texts, the masked language model's settings, its optimiser and
+    schedule, the skip-gram's settings, and the groups that run it (trainer, callbacks, logger: plain dicts, as
+    Hydra composed them). `encoder`: the encoder's settings while it pretrains (`encoder_settings`)."""
+
+    method: str = "mlm"
+    extra_texts: tuple[str, ...] = ()  # more unlabelled text: files, folders or hub names (data/unlabelled.py)
+    text_column: str = "text"  # of the extra texts
+    max_length: int = 128  # tokens per window: a longer text is read in several windows
+    batch_size: int = 64
+    mask_prob: float = 0.15
+    dropout: float = 0.0  # the encoder's dropout while pretraining (fine-tuning uses model.dropout)
+    holdout: float = 0.02  # share of the texts held out to measure the MLM on (at most 1000 texts)
+    seed: int = 0  # fixed apart from the run's `seed`: every seed of a sweep fine-tunes the same start
+    optimizer: Mapping[str, Any] | None = None  # a `_partial_` optimiser; None: AdamW(lr=1e-3)
+    scheduler: Mapping[str, Any] | None = None  # a `_partial_` schedule; None: warmup_cosine
+    skipgram: SkipgramConfig = field(default_factory=SkipgramConfig)
+    trainer: Mapping[str, Any] = field(default_factory=dict)
+    callbacks: Mapping[str, Any] = field(default_factory=dict)
+    logger: Mapping[str, Any] = field(default_factory=dict)
+    encoder: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHOD_NAMES:
+            near = closest(self.method, METHOD_NAMES)
+            hint = f"did you mean pretrain.method={near}? " if near else ""
+            names = ", ".join(METHOD_NAMES)
+            raise ConfigError(f"pretrain.method={self.method!r} is not a pretraining method: {hint}use one of {names}")
+        texts = self.extra_texts
+        if not isinstance(texts, tuple | list) or not all(isinstance(t, str) for t in texts):
+            raise ConfigError(
+                f"pretrain.extra_texts={texts!r} must be a list of files, folders or hub names: "
+                "e.g. pretrain.extra_texts=[../shared/data/imdb]"
+            )
+        check_rules(asdict(self), RULES, prefix="pretrain.")
+        check_optimization(self.optimizer, self.scheduler, prefix="pretrain.")
+        check_trainer(self.trainer, prefix="pretrain.trainer.")
+        self.check_vector_size()
+
+    def check_vector_size(self) -> None:
+        """Skip-gram vectors start the embedding, so they are its size: `pretrain.skipgram.dim` is `model.d_model` or
+        unset. The fix named is a valid config (a `d_model` that `num_heads` divides)."""
+        dim, d_model = self.skipgram.dim, self.encoder.get("d_model")
+        if self.method != "skipgram" or dim is None or d_model is None or dim == d_model:
+            return
+        heads = int(self.encoder.get("num_heads") or 1)
+        other = f", or model.d_model={dim} for vectors of {dim}" if dim % heads == 0 else ""
+        raise ConfigError(
+            f"pretrain.skipgram.dim={dim} but model.d_model={d_model}: the vectors start the embedding, so they are "
+            f"its size: e.g. pretrain.skipgram.dim=null (the model's d_model){other}"
+        )
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any], model: Mapping[str, Any] | None = None) -> PretrainConfig:
+        """Built from `pretrain.*`'s plain values (and `model.*`'s, for the encoder's sizes); an unknown key is a
+        ConfigError naming the nearest one."""
+        values = dict(values)
+        values["skipgram"] = settings_of(SkipgramConfig, values.get("skipgram") or {}, "pretrain.skipgram.",
+                                         "the skip-gram vectors")  # fmt: skip
+        values["extra_texts"] = tuple(values.get("extra_texts") or ())
+        settings = settings_of(cls, values, "pretrain.", "the pretraining")
+        return settings if model is None else replace(settings, encoder=settings.encoder_of(model))
+
+    def encoder_of(self, model: Mapping[str, Any]) -> dict[str, Any]:
+        """The encoder's settings while it pretrains: the classifier's own (`model.*`), with pretraining's dropout and
+        positions for its windows."""
+        settings = {k: model[k] for k in encoder_fields() if k in model}
+        settings["dropout"] = self.dropout
+        settings["max_len"] = max(settings.get("max_len", 0), self.max_length)
+        return settings
+
+    def recipe(self) -> dict[str, Any]:
+        """What shapes the result, as plain data for the cache key: every setting but the groups that run it."""
+        return {k: v for k, v in asdict(self).items() if k not in GROUPS}
+
+    @property
+    def vector_dim(self) -> int | None:
+        """The skip-gram vectors' size: `pretrain.skipgram.dim`, else the encoder's `d_model`."""
+        return self.skipgram.dim or self.encoder.get("d_model")
+
+
+@dataclass(frozen=True)
+class PretrainRun:
+    """Where a pretraining runs and what it may reuse: its own folder (for a pretraining that runs now), the cache
+    folder, whether a cached result for the same texts and settings is taken (train.py) or a new one made
+    (pretrain.py), the checkpoint it resumes, and what its loggers record (a `training.hparams.RunRecord`)."""
+
+    output_dir: Path
+    cache_dir: Path
+    reuse: bool = True
+    ckpt_path: str | None = None
+    record: Any = None
+
+
+RULES: dict[str, Rule] = {
+    "mask_prob": (lambda v: is_number(v) and 0 < v < 1, "a number in (0, 1)", 0.15),
+    "holdout": (lambda v: is_number(v) and 0 < v < 1, "a number in (0, 1)", 0.02),
+    "dropout": (lambda v: is_number(v) and 0 <= v < 1, "a number in [0, 1)", 0.0),
+    "max_length": (lambda v: is_whole(v, 2), "a whole number >= 2", 128),
+    "batch_size": (lambda v: is_whole(v, 1), "a whole number >= 1", 64),
+    "seed": (lambda v: is_whole(v, 0), "a whole number >= 0", 0),
+}

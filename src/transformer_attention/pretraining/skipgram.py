@@ -1,0 +1,117 @@
+"""Skip-gram word vectors (gensim's Word2Vec, `sg=1`) for the classifier's embedding: `pretrain.method=skipgram`.
+
+The corpus is pretraining's (`PretrainingData.corpus`: the train split after the carve plus `pretrain.extra_texts`,
+never a text of an evaluated split), tokenized with the run's own tokenizer (trained on the train split, as a run
+without vectors trains it), so every id of the classifier's vocabulary is a word of the skip-gram model.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from ..compat import free_cores
+from ..data import cache
+from ..data.tokenizer import FIRST_WORD_ID, cut_at
+from ..data.unlabelled import WHOLE_TEXT, PretrainingData
+from .settings import PretrainConfig, PretrainRun
+from .vectors import FILE, WordVectors
+
+log = logging.getLogger(__name__)
+
+
+def make_vectors(settings: PretrainConfig, data: PretrainingData, run: PretrainRun) -> Path:
+    """Train the vectors `settings` describe on `data`'s corpus (`skipgram_corpus`); returns the vectors.npz written in
+    `run.output_dir`."""
+    tokenizer, texts = skipgram_corpus(data)
+    if not data.extra_texts:
+        log.warning(
+            "skip-gram: no pretrain.extra_texts, so the vectors learn from the labelled train texts alone; "
+            "in-domain unlabelled text (more reviews, e.g. pretrain.extra_texts=[../shared/data/imdb]) is what "
+            "makes them worth it"
+        )
+    rows, _ = cache.encoded(data.data.cache_dir, tokenizer, texts, WHOLE_TEXT, "tokenizing the skip-gram corpus")
+    chosen = vector_settings(settings)
+    vectors, known = train_vectors(rows, tokenizer.get_vocab_size(), **chosen)
+    cut_at(tokenizer, data.data.max_length)  # as the classifier's run cuts it
+    return WordVectors(vectors, known, tokenizer.to_str(), chosen).save(run.output_dir / FILE)
+
+
+def depends_on(settings: PretrainConfig, data: PretrainingData) -> tuple[tuple, list[str]]:
+    """What the vectors are a function of, for the cache key: their settings (the worker count left out: how fast,
+    not what), the tokenizer and the corpus (returned apart: texts are hashed one by one)."""
+    tokenizer, texts = skipgram_corpus(data)
+    chosen = {k: v for k, v in vector_settings(settings).items() if k != "workers"}
+    return (sorted(chosen.items()), tokenizer.to_str()), texts
+
+
+def vector_settings(settings: PretrainConfig) -> dict[str, Any]:
+    """`pretrain.skipgram` as `train_vectors` takes it: the size resolved, the seed `pretrain.seed`."""
+    return {**asdict(settings.skipgram), "dim": settings.vector_dim, "seed": settings.seed}
+
+
+def skipgram_corpus(data: PretrainingData) -> tuple[Tokenizer, list[str]]:
+    """(the run's tokenizer, the corpus's texts): the tokenizer a run on `data` trains (on its train split), and
+    every pretraining text (PretrainingData's train and held-out ones: none is evaluated)."""
+    texts = data.corpus()
+    return data.data.train_tokenizer(), texts["train"] + texts["validation"]
+
+
+class _Progress:
+    """A gensim callback: one log line per epoch (gensim's own INFO lines are many)."""
+
+    def __init__(self, epochs: int) -> None:
+        self.epochs, self.epoch, self.start = epochs, 0, time.perf_counter()
+
+    def on_epoch_begin(self, model: Any) -> None: ...
+
+    def on_epoch_end(self, model: Any) -> None:
+        self.epoch += 1
+        log.info("skip-gram: epoch %d/%d, %.0f s", self.epoch, self.epochs, time.perf_counter() - self.start)
+
+    def on_train_begin(self, model: Any) -> None: ...
+
+    def on_train_end(self, model: Any) -> None: ...
+
+
+def train_vectors(
+    rows: list[np.ndarray],
+    vocab_size: int,
+    dim: int,
+    window: int = 5,
+    negative: int = 5,
+    sample: float = 1e-4,
+    epochs: int = 10,
+    min_count: int = 1,
+    workers: int | None = None,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Skip-gram vectors (gensim Word2Vec, sg=1) of the ids in `rows` (special ids left out):
+    ((vocab_size, dim) float32, (vocab_size,) bool known). One worker gives the same vectors every run."""
+    from gensim.models import Word2Vec  # imported here: only a skip-gram run needs gensim
+
+    logging.getLogger("gensim").setLevel(logging.WARNING)
+    words = [str(i) for i in range(vocab_size)]  # gensim's words are strings: one shared object per id
+    sentences = [[words[i] for i in row.tolist() if i >= FIRST_WORD_ID] for row in rows]
+    sentences = [s for s in sentences if s]
+    tokens = sum(len(s) for s in sentences)
+    workers = workers or free_cores()
+    log.info("skip-gram: %d texts, %.2f M tokens, dim %d, %d epochs, %d worker(s)", len(sentences), tokens / 1e6,
+             dim, epochs, workers)  # fmt: skip
+    model = Word2Vec(
+        sentences, vector_size=dim, sg=1, window=window, negative=negative, sample=sample, epochs=epochs,
+        min_count=min_count, workers=workers, seed=seed, callbacks=[_Progress(epochs)],
+    )  # fmt: skip
+    vectors = np.zeros((vocab_size, dim), dtype=np.float32)
+    known = np.zeros(vocab_size, dtype=bool)
+    for word, index in model.wv.key_to_index.items():
+        vectors[int(word)] = model.wv.vectors[index]
+        known[int(word)] = True
+    log.info("skip-gram: %d of %d ids got a vector (min_count %d)", int(known.sum()), vocab_size, min_count)
+    return vectors, known

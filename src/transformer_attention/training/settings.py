@@ -1,0 +1,171 @@
+"""The training settings and their rules, each written once: `ModelConfig` (the schema of `conf/model/`: the
+encoder's `EncoderConfig` plus how ClassifierModule optimises it), the rules of an optimiser and its schedule
+(`check_optimization`: `model.*` and `pretrain.*` alike) and of a Trainer (`check_trainer`: `trainer.*` and
+`pretrain.trainer.*`). A dataclass checks its fields when built; the CLI builds them before torch is imported, so
+each failure is a ConfigError naming the key, the bad value and the fix, in about a second. Standard library only
+at import time (a GPU setting imports torch to count the GPUs)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+from ..checks import is_number, is_whole
+from ..compat import usable_cores
+from ..errors import ConfigError
+from ..model.config import EncoderConfig, check_encoder
+
+Rule = tuple[Callable[[Any], bool], str, Any]  # (is the value allowed, what it must be, an example)
+
+FRACTION = "a number in [0, 1)"
+OPTIMIZER_RULES: dict[str, Rule] = {  # the keyword arguments torch's optimisers share
+    "lr": (lambda v: is_number(v) and v > 0, "a positive number", 0.001),
+    "weight_decay": (lambda v: is_number(v) and v >= 0, "a number >= 0 (0: no decay)", 0.01),
+    "eps": (lambda v: is_number(v) and v >= 0, "a number >= 0", 1e-8),
+    "momentum": (lambda v: is_number(v) and v >= 0, "a number >= 0", 0.9),
+    "betas": (
+        lambda v: isinstance(v, Sequence) and len(v) == 2 and all(is_number(b) and 0 <= b < 1 for b in v),
+        "two numbers in [0, 1), the decay rates of the moments",
+        "[0.9,0.999]",
+    ),
+}
+SCHEDULER_RULES: dict[str, Rule] = {  # module.warmup_cosine's
+    "warmup_fraction": (lambda v: is_number(v) and 0 <= v < 1, FRACTION, 0.1),
+    "min_lr_ratio": (lambda v: is_number(v) and 0 <= v <= 1, "a number in [0, 1]", 0),
+}
+
+
+def check_rules(values: Mapping[str, Any], rules: Mapping[str, Rule], prefix: str) -> None:
+    """A ConfigError for the first value of `values` that breaks its rule; keys without a rule, and rules whose key
+    is absent, pass."""
+    for key, (ok, allowed, example) in rules.items():
+        value = values.get(key)
+        if key in values and not ok(value):
+            shown = "[" + ",".join(map(str, value)) + "]" if isinstance(value, list | tuple) else repr(value)
+            fix = f"{prefix}{key}={example}"
+            fix = f"'{fix}'" if "[" in fix else fix  # a list, quoted for the shell
+            raise ConfigError(f"{prefix}{key}={shown} must be {allowed}: e.g. {fix}")
+
+
+def check_optimization(optimizer: Mapping[str, Any] | None, scheduler: Mapping[str, Any] | None, prefix: str) -> None:
+    """The optimiser's and the schedule's values (`prefix`: `model.`, or `pretrain.` for pretraining's own)."""
+    check_rules(optimizer or {}, OPTIMIZER_RULES, f"{prefix}optimizer.")
+    check_rules(scheduler or {}, SCHEDULER_RULES, f"{prefix}scheduler.")
+
+
+@dataclass
+class ModelConfig(EncoderConfig):
+    """`conf/model/`: the encoder's settings and how ClassifierModule optimises it, checked when built."""
+
+    _target_: str = "transformer_attention.module.ClassifierModule"
+    _convert_: str = "all"  # plain lists and dicts in the hyperparameters: weights_only checkpoints
+    label_smoothing: float = 0.0
+    freeze_embedding_epochs: int = 0  # hold the token embedding fixed for this many first epochs (word vectors)
+    optimizer: Any = None  # a `_partial_` optimizer (params come later); None: AdamW(lr=1e-3)
+    scheduler: Any = None  # a `_partial_` scheduler (optimizer, total_steps); None: warmup_cosine
+    # a pretrain.py checkpoint (or its vectors.npz) to start from, or "pretrain": pretrain now as `pretrain`
+    # says (or reuse what is cached for the same texts and settings); None: from scratch
+    init_from: Optional[str] = None  # noqa: UP045 - OmegaConf 2.3 reads Optional
+
+    def __post_init__(self) -> None:
+        try:
+            check_encoder(asdict(self), prefix="model.")
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        check_rules(
+            {"label_smoothing": self.label_smoothing, "freeze_embedding_epochs": self.freeze_embedding_epochs},
+            {
+                "label_smoothing": (lambda v: is_number(v) and 0 <= v < 1, FRACTION, 0.1),
+                "freeze_embedding_epochs": (lambda v: is_whole(v, 0), "a whole number >= 0 (0: never held fixed)", 1),
+            },
+            prefix="model.",
+        )
+        check_optimization(self.optimizer, self.scheduler, prefix="model.")
+        init_from = self.init_from
+        if init_from is not None and init_from != "pretrain" and not os.path.isfile(str(init_from)):
+            raise ConfigError(
+                f"model.init_from={init_from!r} is not a file: give a checkpoint pretrain.py wrote "
+                "(outputs/pretrain/runs/<time>/checkpoints/mlm_<step>.ckpt, or vectors.npz with "
+                "pretrain.method=skipgram), or model.init_from=pretrain to pretrain first"
+            )
+
+
+# what Lightning takes, plus this project's `auto` (training/precision.py)
+PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true", "32", "16", "bf16", "64")
+LOWEST = {  # whole-number loop settings (Lightning checks most only when fit starts, some never)
+    "max_epochs": -1,
+    "min_epochs": 0,
+    "log_every_n_steps": 1,
+    "check_val_every_n_epoch": 1,
+    "num_nodes": 1,
+    "accumulate_grad_batches": 1,
+}
+
+
+def check_trainer(trainer: Mapping[str, Any], prefix: str) -> None:
+    """A Trainer's values (`prefix`: `trainer.`, or `pretrain.trainer.`): whole-number loop settings, clipping, the
+    validation interval, the precision, and devices that exist."""
+    for key, low in LOWEST.items():
+        value = trainer.get(key)
+        if value is not None and not is_whole(value, low):
+            raise ConfigError(
+                f"{prefix}{key}={value!r} must be a whole number >= {low}: e.g. {prefix}{key}={max(low, 1)}"
+            )
+    if trainer.get("max_epochs") == 0:
+        raise ConfigError(
+            f"{prefix}max_epochs=0 trains nothing: use {prefix}max_epochs=1 or more (-1: no limit), "
+            "or train=false to test the weights as they are"
+        )
+    clip = trainer.get("gradient_clip_val")
+    if clip is not None and not (is_number(clip) and clip >= 0):
+        raise ConfigError(
+            f"{prefix}gradient_clip_val={clip!r} must be a number >= 0 (0 or null: no clipping): "
+            f"e.g. {prefix}gradient_clip_val=1.0"
+        )
+    interval = trainer.get("val_check_interval")
+    if interval is not None and not (is_whole(interval, 1) or (is_number(interval) and 0 < interval <= 1)):
+        raise ConfigError(
+            f"{prefix}val_check_interval={interval!r} must be a fraction of an epoch in (0, 1] or a whole number of "
+            f"batches >= 1: e.g. {prefix}val_check_interval=0.25"
+        )
+    precision = trainer.get("precision")
+    if precision is not None and str(precision) not in PRECISIONS:
+        raise ConfigError(
+            f"{prefix}precision={precision!r} must be one of {', '.join(PRECISIONS[:6])}: e.g. {prefix}precision=auto "
+            "(the faster of 32-true and bf16-mixed, timed at start)"
+        )
+    check_devices(trainer, prefix)
+
+
+def check_devices(trainer: Mapping[str, Any], prefix: str) -> None:
+    """`precision=auto` times one process; CPU processes fit the cores; a GPU run has the GPUs it asks for."""
+    accelerator, devices, precision = trainer.get("accelerator"), trainer.get("devices"), trainer.get("precision")
+    strategy = trainer.get("strategy", "auto")
+    strategy = str(strategy.get("_target_", strategy) if isinstance(strategy, Mapping) else strategy).rsplit(".", 1)[-1]
+    if precision == "auto" and (devices not in (1, "1", None) or "ddp" in strategy.lower()):
+        raise ConfigError(
+            f"{prefix}precision=auto times one process, not {devices} device(s) (strategy {strategy}): "
+            f"set {prefix}precision=32-true or {prefix}precision=bf16-mixed"
+        )
+    if accelerator == "cpu" and is_whole(devices) and devices > (cores := usable_cores()):
+        raise ConfigError(
+            f"{prefix}devices={devices} CPU processes but this machine gives this run {cores} core(s): "
+            f"use {prefix}devices={cores} or fewer (each process is one DDP rank)"
+        )
+    if accelerator not in ("gpu", "cuda"):
+        return
+    import torch  # only for a GPU run
+
+    visible = torch.cuda.device_count()
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            f"{prefix}accelerator={accelerator} but no CUDA GPU is visible here: "
+            "use trainer=cpu (or trainer=ddp_cpu for 2 processes on CPU)"
+        )
+    if isinstance(devices, int) and devices > visible:
+        raise ConfigError(
+            f"{prefix}devices={devices} but only {visible} GPU(s) are visible: "
+            f"use {prefix}devices={visible} (or {prefix}devices=auto)"
+        )
