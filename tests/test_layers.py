@@ -1,6 +1,6 @@
 """The package's shape holds: its layers (import-linter's contracts in pyproject.toml), tasks that never import
 each other, one pretraining for both entry points, no function below the tasks that takes the run's config, small
-files, one atomic writer and one lock, an entry shell that imports no torch, and the
+files, one atomic writer and one lock (no plain write of a run file), an entry shell that imports no torch, and the
 attention page shipped as package data."""
 
 from __future__ import annotations
@@ -138,9 +138,37 @@ def test_files_are_small_and_the_top_is_a_few_modules():
     assert len(top) <= 8, top
 
 
+def plain_writes(path: Path) -> list[str]:
+    """`line: call` for every write of a file in `path` that is not files.atomic_write's: open() for writing,
+    write_text / write_bytes, OmegaConf.save, and a library's figure, array or image saved to a path (not to a
+    buffer; the project's own `save` methods write through atomic_write)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        modes = [a for a in node.args[1:2] if name == "open"] + [k.value for k in node.keywords if k.arg == "mode"]
+        writes_mode = any(isinstance(m, ast.Constant) and set(str(m.value)) & set("wax+") for m in modes)
+        to_path = any(
+            isinstance(a, ast.BinOp | ast.JoinedStr) or (isinstance(a, ast.Constant) and isinstance(a.value, str))
+            or (isinstance(a, ast.Name) and "path" in a.id.lower())
+            for a in node.args
+        )  # fmt: skip
+        owner = ast.unparse(node.func.value) if isinstance(node.func, ast.Attribute) else ""
+        library_save = name == "save" and owner in ("np", "numpy", "torch", "OmegaConf", "Image")
+        if (
+            writes_mode
+            or name in ("write_text", "write_bytes")
+            or (name == "save" and owner == "OmegaConf")
+            or ((library_save or name in ("savefig", "savez", "savez_compressed", "to_csv", "dump")) and to_path)
+        ):
+            found.append(f"{node.lineno}: {ast.unparse(node)[:80]}")
+    return found
+
+
 def test_one_atomic_writer_and_one_lock():
     """`os.replace` (the rename that makes a write atomic) and the locks (`flock`, filelock's `FileLock`) appear
-    in files.py only; everything else calls `atomic_write` and `hold_lock`."""
+    in files.py only; everything else calls `atomic_write` and `hold_lock`, and writes no file of its own."""
     pattern = re.compile(r"\bos\.replace\b|\bflock\b|\bFileLock\(|\bfcntl\b")
     users = sorted(
         str(p.relative_to(PACKAGE))
@@ -148,6 +176,22 @@ def test_one_atomic_writer_and_one_lock():
         if pattern.search(p.read_text()) and p.name != "files.py"
     )
     assert not users, f"write or lock files through files.py: {users}"
+    writes = {
+        str(p.relative_to(PACKAGE)): w for p in PACKAGE.rglob("*.py") if p.name != "files.py" and (w := plain_writes(p))
+    }
+    assert not writes, f"write run files with files.atomic_write: {writes}"
+
+
+def test_the_write_scan_sees_plain_writes(tmp_path: Path):
+    """The check above can fail: each kind of plain write is seen; one into a buffer, or into the file that
+    atomic_write opened, is not."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "open(run / 'p.jsonl', 'w')\npath.write_text('x')\nfig.savefig(path, format='png')\n"
+        "OmegaConf.save(config, sweep / 'multirun.yaml')\ntorch.save(state, path)\nopen(path, 'rb')\n"
+        "fig.savefig(buffer, format='png')\natomic_write(path, lambda f: np.savez(f, a=a))\nvectors.save(path)\n"
+    )
+    assert [w.split(":")[0] for w in plain_writes(probe)] == ["1", "2", "3", "4", "5"]
 
 
 def test_the_entry_shell_imports_no_torch():

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
 
+import pytest
 from conftest import TINY, run_dirs, run_entry
 
 
@@ -14,16 +16,27 @@ def final_metrics(stdout: str) -> dict[str, float]:
     return {k: float(v) for k, v in re.findall(r"^\s+(\S+)\s+([-\d.eE+]+)$", block, flags=re.M)}
 
 
-def test_fast_dev_run_from_repo_root(tiny_overrides):
+def test_fast_dev_run_prints_the_metrics_it_keeps(tiny_overrides, tmp_path: Path):
+    """The final table holds the test and training metrics, each the value metrics.json keeps (to the four
+    significant digits printed), and their values are a loss and an accuracy."""
     proc = run_entry("train.py", *tiny_overrides, "trainer.fast_dev_run=true")
-    assert "final metrics" in proc.stdout
+    printed = final_metrics(proc.stdout)
+    (run,) = run_dirs(tmp_path / "outputs")
+    kept = json.loads((run / "metrics.json").read_text())
+    assert {"test/acc", "test/f1", "test/loss", "train/loss"} <= set(printed), printed
+    for name, value in printed.items():
+        assert value == pytest.approx(kept[name], rel=1e-3, abs=1e-4), name
+    assert 0.0 <= printed["test/acc"] <= 1.0 and printed["test/loss"] > 0.0
 
 
 def test_fast_dev_run_from_another_directory(tmp_path: Path):
     log_dir = tmp_path / "logs"
     proc = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}", "trainer.fast_dev_run=true", cwd=tmp_path)
-    assert "final metrics" in proc.stdout
-    assert len(run_dirs(log_dir)) == 1
+    (run,) = run_dirs(log_dir)  # under the log folder given, not the working directory's outputs/
+    assert final_metrics(proc.stdout)["test/acc"] == pytest.approx(
+        json.loads((run / "metrics.json").read_text())["test/acc"], abs=1e-4
+    )
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_default_toy_run_is_accurate_and_writes_its_files(tmp_path: Path):
@@ -109,7 +122,7 @@ def test_a_run_prints_one_table_and_nothing_its_own_set_up_causes(tiny_overrides
     proc = run_entry("train.py", *overrides, "trainer.max_epochs=2")
     out = proc.stdout + proc.stderr
     for message in (
-        "Trainer already configured with model summary",  # a ModelSummary callback and the trainer's own
+        "Trainer already configured with model summary",  # Lightning's ModelSummary callback and the trainer's own
         "to estimate number of stepping batches",  # the warmup schedule asks for the step count
         "smaller than the logging interval",  # fewer batches than log_every_n_steps
         "Total Flops",

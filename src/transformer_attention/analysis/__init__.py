@@ -8,9 +8,9 @@ The names below load with their module on first use (PEP 562): `analysis.setting
 needs, imports no torch. `plan()` is imported from `analysis.plan`, the module of the same name.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..compat import lazy_face
 from .settings import ANALYSES, AnalysisConfig, check_analyses, check_analysis_settings
 
 if TYPE_CHECKING:
@@ -29,12 +29,5 @@ _NAMES_BY_MODULE = {
     "run": ("Analysis", "explain_rows", "run_analyses"),
     "write": ("figures", "summary", "write_files"),
 }
-_WHERE = {name: module for module, names in _NAMES_BY_MODULE.items() for name in names}
-
-__all__ = ["ANALYSES", "AnalysisConfig", "check_analyses", "check_analysis_settings", *sorted(_WHERE)]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{_WHERE[name]}", __name__), name)
+__getattr__, _LAZY = lazy_face(__name__, _NAMES_BY_MODULE)
+__all__ = ["ANALYSES", "AnalysisConfig", "check_analyses", "check_analysis_settings", *_LAZY]

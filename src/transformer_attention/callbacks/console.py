@@ -1,4 +1,4 @@
-"""What a run prints as it trains: the model's layers once (`ModelSummary`), and, where stdout is not a terminal
+"""What a run prints as it trains: the model's layers once (`ModelTable`), and, where stdout is not a terminal
 (a log file, CI, a sweep's job), one line per epoch instead of a progress bar redrawn in place (`LineProgress`)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torchmetrics import Metric, MetricCollection
 log = logging.getLogger(__name__)
 
 
-class ModelSummary(Callback):
+class ModelTable(Callback):
     """At fit start, the model's layers to `max_depth` (name, type, parameters) and its size: Lightning's summary
     without its FLOPs column (all zeros: it needs an example input) and without the metric objects (no
     parameters, not layers). The trainer's own summary is off (conf/trainer: enable_model_summary: false)."""

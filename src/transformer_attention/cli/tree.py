@@ -9,6 +9,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ..files import atomic_write
+
 ORDER = ("data", "model", "trainer", "callbacks", "logger", "paths")
 
 
@@ -23,8 +25,7 @@ def print_config_tree(
     if save_to is not None:
         console = Console(record=True, file=io.StringIO(), width=100)
         console.print(_tree(cfg, ()))
-        Path(save_to).parent.mkdir(parents=True, exist_ok=True)
-        Path(save_to).write_text(console.export_text())
+        atomic_write(save_to, console.export_text())
     if show:
         Console().print(_tree(cfg, unused))
 

@@ -5,9 +5,9 @@ check needs, imports no torch, lightning or datasets. The same names are importe
 IDEs under TYPE_CHECKING, so they see every name and where it lives.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..compat import lazy_face
 from ..errors import DataError
 
 if TYPE_CHECKING:
@@ -28,12 +28,5 @@ _NAMES_BY_MODULE = {
     "tokenizer": ("CLS_ID", "MASK_ID", "PAD_ID", "UNK_ID", "load_tokenizer", "save_tokenizer", "train_tokenizer"),
     "toy": ("make_toy_splits",),
 }
-_WHERE = {name: module for module, names in _NAMES_BY_MODULE.items() for name in names}
-
-__all__ = ["DataError", *sorted(_WHERE)]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{_WHERE[name]}", __name__), name)
+__getattr__, _LAZY = lazy_face(__name__, _NAMES_BY_MODULE)
+__all__ = ["DataError", *_LAZY]

@@ -112,14 +112,9 @@ class ReviewDataModule(L.LightningDataModule):
             raw, class_names = make_toy_splits(self.toy_size, seed=self.seed, val_fraction=0.1), TOY_LABEL_NAMES
         else:
             raw, class_names = load_columns(
-                self.name,
-                path=self.path,
-                data_files=self.data_files,
-                text_column=self.text_column,
-                label_column=self.label_column,
-                split_names=self.split_names,
-                encoding=self.encoding,
-            )
+                self.name, path=self.path, data_files=self.data_files, text_column=self.text_column,
+                label_column=self.label_column, split_names=self.split_names, encoding=self.encoding,
+            )  # fmt: skip
         for split in list(raw):
             raw[split] = drop_empty(raw[split], split, self.text_column)
         labels = {split: cols["label"] for split, cols in raw.items()}

@@ -4,9 +4,9 @@ Names load on first use (PEP 562), so `model.config` alone, what a config check 
 The same names are imported for type checkers and IDEs under TYPE_CHECKING.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..compat import lazy_face
 from .config import ATTENTION_IMPLS, EncoderConfig
 
 if TYPE_CHECKING:
@@ -17,25 +17,13 @@ if TYPE_CHECKING:
     from .masks import causal_mask, padding_mask  # noqa: F401
     from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding  # noqa: F401
 
-_WHERE = {
-    "MultiHeadAttention": "attention",
-    "causal_mask": "masks",
-    "padding_mask": "masks",
-    "scaled_dot_product_attention": "attention",
-    "chunked_attention": "fast_attention",
-    "sdpa_attention": "fast_attention",
-    "ClassifierOutput": "classifier",
-    "TransformerClassifier": "classifier",
-    "TransformerEncoder": "encoder",
-    "TransformerEncoderLayer": "encoder",
-    "LearnedPositionalEncoding": "positional",
-    "SinusoidalPositionalEncoding": "positional",
+_NAMES_BY_MODULE = {
+    "attention": ("MultiHeadAttention", "scaled_dot_product_attention"),
+    "classifier": ("ClassifierOutput", "TransformerClassifier"),
+    "encoder": ("TransformerEncoder", "TransformerEncoderLayer"),
+    "fast_attention": ("chunked_attention", "sdpa_attention"),
+    "masks": ("causal_mask", "padding_mask"),
+    "positional": ("LearnedPositionalEncoding", "SinusoidalPositionalEncoding"),
 }
-
-__all__ = ["ATTENTION_IMPLS", "EncoderConfig", *sorted(_WHERE)]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{_WHERE[name]}", __name__), name)
+__getattr__, _LAZY = lazy_face(__name__, _NAMES_BY_MODULE)
+__all__ = ["ATTENTION_IMPLS", "EncoderConfig", *_LAZY]

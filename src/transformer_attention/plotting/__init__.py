@@ -15,6 +15,7 @@ from .plots import (
     plot_confusion_matrix,
     plot_rollout,
     save_attention_png,
+    save_figure,
 )
 from .rollout import attention_rollout, pooled_rollout
 
@@ -37,4 +38,5 @@ __all__ = [
     "read_attention_data",
     "save_attention_html",
     "save_attention_png",
+    "save_figure",
 ]

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..files import atomic_write
 from .plots import attention_window, cut_note
 from .rollout import attention_rollout
 
@@ -110,11 +111,8 @@ def save_attention_html(
     attentions: Sequence[np.ndarray | torch.Tensor],
     **kwargs,
 ) -> Path:
-    """`attention_html(tokens, attentions, **kwargs)` written to `path` (UTF-8); returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(attention_html(tokens, attentions, **kwargs), encoding="utf-8")
-    return path
+    """`attention_html(tokens, attentions, **kwargs)` written to `path` (UTF-8, atomically); returns the path."""
+    return atomic_write(path, attention_html(tokens, attentions, **kwargs))
 
 
 def read_attention_data(page: str) -> dict:

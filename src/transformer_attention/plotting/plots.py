@@ -16,6 +16,7 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ..files import atomic_write
 from .figures import AttentionGrid, RolloutBars
 from .rollout import attention_rollout, pooled_rollout
 from .style import DPI, MAX_TOKENS, as_numpy
@@ -138,9 +139,11 @@ def save_attention_png(
     title: str | None = None,
     **kwargs,
 ) -> Path:
-    """`plot_attention(tokens, weights, title, **kwargs)` written to `path` as a PNG; returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """`plot_attention(tokens, weights, title, **kwargs)` written to `path` as a PNG (atomically); returns the path."""
     fig = plot_attention(tokens, weights, title, **kwargs)
-    fig.savefig(path, format="png")
-    return path
+    return save_figure(fig, path)
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """`fig` written to `path` as a PNG, atomically (files.atomic_write); returns the path."""
+    return atomic_write(path, lambda f: fig.savefig(f, format="png"))

@@ -8,9 +8,9 @@ their results between runs (store.py: key, lock, heal); and what both give a cla
 The names below load with their module on first use (PEP 562), so `pretraining.settings` alone imports no torch.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..compat import lazy_face
 from .settings import METHOD_NAMES, PretrainConfig, PretrainRun, SkipgramConfig
 
 if TYPE_CHECKING:
@@ -29,12 +29,5 @@ _NAMES_BY_MODULE = {
     "vectors": ("WordVectors",),
     "weights": ("ARCHITECTURE", "PretrainedEncoder"),
 }
-_WHERE = {name: module for module, names in _NAMES_BY_MODULE.items() for name in names}
-
-__all__ = ["METHOD_NAMES", "PretrainConfig", "PretrainRun", "SkipgramConfig", *sorted(_WHERE)]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{_WHERE[name]}", __name__), name)
+__getattr__, _LAZY = lazy_face(__name__, _NAMES_BY_MODULE)
+__all__ = ["METHOD_NAMES", "PretrainConfig", "PretrainRun", "SkipgramConfig", *_LAZY]

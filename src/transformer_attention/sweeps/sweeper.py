@@ -30,6 +30,7 @@ from optuna.trial import TrialState
 
 from ..checks import is_finite, is_whole
 from ..errors import JobFailed
+from ..files import atomic_write
 from .space import search_space, trial_overrides
 from .study import (
     INTERRUPTED_ATTR,
@@ -103,7 +104,7 @@ class StudySweeper(Sweeper):
         if db is not None:
             db.parent.mkdir(parents=True, exist_ok=True)  # SQLite creates the file, not its folder
         self._lock = lock_study(sweep_dir, str(self.study_name))
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        atomic_write(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(self.config))
 
         study = self.open_study()
         check_overrides(study, self.task_overrides)
@@ -206,5 +207,5 @@ class StudySweeper(Sweeper):
         else:
             solutions = [{"params": t.params, "values": t.values} for t in study.best_trials]
             results = {"name": "optuna", "solutions": solutions}
-        OmegaConf.save(OmegaConf.create(results), sweep_dir / RESULTS_FILE)
+        atomic_write(sweep_dir / RESULTS_FILE, OmegaConf.to_yaml(OmegaConf.create(results)))
         log.info("best of study %r: %s (%s)", study.study_name, results, sweep_dir / RESULTS_FILE)

@@ -20,8 +20,9 @@ from ..analysis.faithfulness import Explained
 from ..analysis.run import explain_rows
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError, InputError, printable
+from ..files import atomic_write
 from ..inference import Prediction, predict
-from ..plotting import plot_rollout, save_attention_html, save_attention_png
+from ..plotting import plot_rollout, save_attention_html, save_attention_png, save_figure
 from ..training.checkpoint import load_module
 
 
@@ -84,11 +85,10 @@ def save_attention_pngs(pred: Prediction, folder: Path, index: int) -> list[Path
 def save_rollout_png(pred: Prediction, folder: Path, index: int, pooling: str = "cls") -> Path:
     """The attention rollout of one prediction (each token's share in the pooled vector, through all layers):
     `<folder>/<index>_rollout.png`."""
-    path = folder / f"{index:04d}_rollout.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
     title = f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {pred.text[:80]} \u00b7 attention rollout"
-    plot_rollout(pred.tokens, pred.attentions, title, pooling=pooling).savefig(path, format="png")
-    return path
+    return save_figure(
+        plot_rollout(pred.tokens, pred.attentions, title, pooling=pooling), folder / f"{index:04d}_rollout.png"
+    )
 
 
 def save_attention_page(
@@ -149,17 +149,17 @@ def main(cfg: DictConfig) -> list[Prediction]:
         rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
         explained, removal = explain_rows(module.net, rows, tok, cfg.get("analysis"))
     run = Path(cfg.paths.output_dir)
-    run.mkdir(parents=True, exist_ok=True)
-    with open(run / "predictions.jsonl", "w", encoding="utf-8") as f:
-        for i, p in enumerate(preds):
-            record = p.to_dict()
-            if "png" in formats:
-                record["attention_png"] = [str(path) for path in save_attention_pngs(p, run / "attention", i)]
-                pooling = module.hparams.get("pooling", "cls")
-                record["rollout_png"] = str(save_rollout_png(p, run / "attention", i, pooling=pooling))
-            if "html" in formats:
-                record["attention_html"] = str(save_attention_page(p, run / "attention", i, explained[i], removal))
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    records = []
+    for i, p in enumerate(preds):
+        record = p.to_dict()
+        if "png" in formats:
+            record["attention_png"] = [str(path) for path in save_attention_pngs(p, run / "attention", i)]
+            pooling = module.hparams.get("pooling", "cls")
+            record["rollout_png"] = str(save_rollout_png(p, run / "attention", i, pooling=pooling))
+        if "html" in formats:
+            record["attention_html"] = str(save_attention_page(p, run / "attention", i, explained[i], removal))
+        records.append(json.dumps(record, ensure_ascii=False) + "\n")
+    atomic_write(run / "predictions.jsonl", "".join(records))
     for p in preds:
         probs = "  ".join(f"{name}={prob:.4f}" for name, prob in p.probabilities.items())
         print(f"{printable(p.label):<12} {printable(probs)}  | {printable(p.text)}")  # names from a file

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from hydra.utils import instantiate
-from lightning.pytorch.loggers import CSVLogger, Logger
+from hydra.utils import get_object, instantiate
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
 
@@ -37,14 +37,16 @@ def plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
-def instantiate_group(group: Mapping[str, Any] | None, **for_target: dict[str, Any]) -> list[Any]:
-    """Instantiate every non-null `_target_` entry of a group (callbacks, logger); `for_target` maps the end of
-    a target's name to extra arguments for it (e.g. `TensorBoardLogger={"purge_step": 120}`)."""
+def instantiate_group(group: Mapping[str, Any] | None, kinds: Mapping[type, dict[str, Any]] | None = None) -> list[Any]:
+    """Instantiate every non-null `_target_` entry of a group (callbacks, logger); `kinds` maps a class to extra
+    arguments for the targets that are it or a subclass of it (`build_loggers`)."""
+    kinds = kinds or {}
     objects = []
     for entry in (group or {}).values():
         if entry is None or "_target_" not in entry:
             continue
-        extra = next((kw for name, kw in for_target.items() if str(entry.get("_target_")).endswith(name)), {})
+        target = get_object(str(entry["_target_"]))
+        extra = next((kw for kind, kw in kinds.items() if isinstance(target, type) and issubclass(target, kind)), {})
         made = instantiate(entry, **extra)
         if made is not None:  # a factory may decide there is nothing to add (callbacks.progress_bar)
             objects.append(made)
@@ -56,7 +58,7 @@ def build_loggers(group: Mapping[str, Any] | None, purge_step: int | None = None
     run logged after that checkpoint (SummaryWriter's `purge_step`): after a `kill -9` they are trained and
     logged again, and TensorBoard would otherwise show both."""
     purge = {"purge_step": purge_step} if purge_step is not None else {}
-    return instantiate_group(group, TensorBoardLogger=purge)
+    return instantiate_group(group, kinds={TensorBoardLogger: purge})
 
 
 class TrainerBuilder:
