@@ -48,7 +48,7 @@ class SkipgramConfig:
 class PretrainConfig:
     """What `pretrain.*` says: the method, its texts, the masked language model's settings, its optimiser and
     schedule, the skip-gram's settings, and the groups that run it (trainer, callbacks, logger: plain dicts, as
-    Hydra composed them). `encoder`: the encoder's settings while it pretrains (`encoder_settings`)."""
+    Hydra composed them). `encoder`: the encoder's settings while it pretrains (`encoder_of` the model's)."""
 
     method: str = "mlm"
     extra_texts: tuple[str, ...] = ()  # more unlabelled text: files, folders or hub names (data/unlabelled.py)
