@@ -67,3 +67,20 @@ def run_dirs(log_dir: Path, task: str = "train") -> list[Path]:
 @pytest.fixture
 def tiny_overrides(tmp_path: Path) -> list[str]:
     return [*TINY, f"paths.log_dir={tmp_path / 'outputs'}"]
+
+
+def count_forwards(monkeypatch: pytest.MonkeyPatch, net) -> tuple[dict[str, int], object]:
+    """From now on, count the calls of `inference.forward` and of `net`'s own forward: ({"forward": n, "model": m},
+    the hook's handle, to remove it)."""
+    from transformer_attention import inference
+
+    calls = {"forward": 0, "model": 0}
+    real = inference.forward
+
+    def counted(*args, **kwargs):
+        calls["forward"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "forward", counted)
+    handle = net.register_forward_hook(lambda *_: calls.__setitem__("model", calls["model"] + 1))
+    return calls, handle

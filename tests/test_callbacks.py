@@ -11,7 +11,7 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, count_forwards
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import TensorBoardLogger
@@ -19,7 +19,6 @@ from sklearn.metrics import precision_recall_fscore_support
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-from transformer_attention import inference
 from transformer_attention.callbacks import (
     AttentionMapLogger,
     ClassificationReport,
@@ -228,15 +227,7 @@ def test_maps_and_predict_share_one_inference_path(fitted, monkeypatch):
 def test_the_maps_run_the_model_through_the_one_forward_function(fitted, monkeypatch):
     """Every forward of the model the callback logs goes through `inference.forward`, one for its examples."""
     module, maps = fitted.module, fitted.maps
-    calls = {"forward": 0, "model": 0}
-    real = inference.forward
-
-    def counted(*args, **kwargs):
-        calls["forward"] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(inference, "forward", counted)
-    hook = module.net.register_forward_hook(lambda *_: calls.__setitem__("model", calls["model"] + 1))
+    calls, hook = count_forwards(monkeypatch, module.net)
     try:
         maps.log_maps(fitted.trainer, module)
         maps.wait()

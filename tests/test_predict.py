@@ -13,11 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, TINY, entry_env, run_dirs, run_entry
+from conftest import ROOT, TINY, count_forwards, entry_env, run_dirs, run_entry
 from test_checkpoint import tiny_module
 from test_train import final_metrics
 
-from transformer_attention import inference
 from transformer_attention.analysis.faithfulness import explain_texts
 from transformer_attention.analysis.heads import head_importance
 from transformer_attention.data import collate, load_tokenizer
@@ -95,15 +94,7 @@ def test_every_forward_goes_through_the_one_forward_function(monkeypatch):
     """predict, infer and the analyses (their gradient passes, captum's included) run the model through
     `inference.forward` only: each of the model's forward calls is one of its calls."""
     module = tiny_module()
-    calls = {"forward": 0, "model": 0}
-    real = inference.forward
-
-    def counted(*args, **kwargs):
-        calls["forward"] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(inference, "forward", counted)
-    module.net.register_forward_hook(lambda *_: calls.__setitem__("model", calls["model"] + 1))
+    calls, _ = count_forwards(monkeypatch, module.net)
     rows = encode(load_tokenizer(module.tokenizer_json), SENTENCES, 32)
     seen = []
     for run in (
