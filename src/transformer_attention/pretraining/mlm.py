@@ -34,7 +34,7 @@ from ..training.builders import TrainerBuilder, build_loggers, instantiate_group
 from ..training.checkpoint import read_checkpoint
 from ..training.hparams import log_run
 from ..training.resume import check_epochs_left
-from ..training.targets import try_group, try_optimization, try_signature
+from ..training.targets import try_optimization, try_run_groups
 from .settings import PretrainConfig, PretrainRun
 from .weights import ARCHITECTURE
 
@@ -82,9 +82,7 @@ def try_targets(settings: PretrainConfig) -> None:
     """The pretraining's optimiser, schedule, trainer, callbacks and loggers, tried before any data is read
     (training/targets.py), whether it runs now or its result is cached."""
     try_optimization(settings.optimizer, settings.scheduler, prefix="pretrain.")
-    try_signature(settings.trainer, "pretrain.trainer.")
-    try_group(settings.callbacks, "pretrain.callbacks.")
-    try_group(settings.logger, "pretrain.logger.")
+    try_run_groups(settings.trainer, settings.callbacks, settings.logger, prefix="pretrain.")
 
 
 def depends_on(settings: PretrainConfig, data: PretrainingData) -> tuple[tuple, list[str]]:

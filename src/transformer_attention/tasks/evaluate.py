@@ -24,7 +24,7 @@ from ..training.builders import TrainerBuilder, build_data, build_loggers, insta
 from ..training.checkpoint import load_module
 from ..training.hparams import RunRecord, log_run
 from ..training.metrics import format_metrics, save_metrics
-from ..training.targets import try_group, try_signature
+from ..training.targets import try_run_groups
 
 TEST_SPLIT_FIX = "evaluate.py tests the test split: give the data one (a test.* file, data.data_files.test)"
 
@@ -37,9 +37,8 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     module = load_module(cfg.ckpt_path)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
-    try_signature(plain(cfg.trainer), "trainer.")  # every _target_ a user can change, tried before any data
-    try_group(plain(cfg.get("callbacks")), "callbacks.")
-    try_group(plain(cfg.get("logger")), "logger.")
+    # every _target_ a user can change, tried before any data
+    try_run_groups(plain(cfg.trainer), plain(cfg.get("callbacks")), plain(cfg.get("logger")), prefix="")
     # the checkpoint's vocabulary and label order, not ones retrained on this dataset
     datamodule = build_data(
         cfg.data,

@@ -31,7 +31,7 @@ from ..training.builders import (
 from ..training.hparams import CLASSIFIER_METRICS, RunRecord, log_run
 from ..training.metrics import format_metrics, save_metrics
 from ..training.resume import Resume
-from ..training.targets import try_group, try_optimization, try_signature
+from ..training.targets import try_optimization, try_run_groups
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +44,14 @@ TEST_SPLIT_FIX = (
 def train(cfg: DictConfig) -> dict[str, float]:
     """Fit and test as the config says; returns every logged metric as a float."""
     epochs = cfg.trainer.get("max_epochs") if cfg.get("train", True) else None
-    resume = Resume.of(cfg.get("ckpt_path"), plain(cfg.model), cfg.paths.output_dir, epochs)  # fails here, at once
+    model_settings = plain(cfg.model)
+    resume = Resume.of(cfg.get("ckpt_path"), model_settings, cfg.paths.output_dir, epochs)  # fails here, at once
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
-    try_optimization(plain(cfg.model.get("optimizer")), plain(cfg.model.get("scheduler")), prefix="model.")
-    try_signature(plain(cfg.trainer), "trainer.")  # every _target_ a user can change, tried before any data
-    try_group(plain(cfg.get("callbacks")), "callbacks.")
-    try_group(plain(cfg.get("logger")), "logger.")
-    start = starting_point(cfg, resume)
+    # every _target_ a user can change, tried before any data
+    try_optimization(model_settings.get("optimizer"), model_settings.get("scheduler"), prefix="model.")
+    try_run_groups(plain(cfg.trainer), plain(cfg.get("callbacks")), plain(cfg.get("logger")), prefix="")
+    start = starting_point(cfg, model_settings, resume)
 
     callbacks = instantiate_group(cfg.get("callbacks"))
     loggers = build_loggers(cfg.get("logger"), purge_step=resume.purge_step)
@@ -80,11 +80,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
     return metrics
 
 
-def starting_point(cfg: DictConfig, resume: Resume) -> Start | None:
+def starting_point(cfg: DictConfig, model_settings: dict, resume: Resume) -> Start | None:
     """What `model.init_from` names (None: from scratch, or a resumed run, which has its own weights), checked to
-    fit `model.*` before any data is read: a file pretrain.py wrote, or `pretrain`: what pretraining makes of this
-    run's texts and settings, from the cache or made now in a folder of its own (outputs/pretrain/runs/<time>/)."""
-    init_from = cfg.model.get("init_from")
+    fit `model_settings` (`model.*`) before any data is read: a file pretrain.py wrote, or `pretrain`: what
+    pretraining makes of this run's texts and settings, from the cache or made now in a folder of its own
+    (outputs/pretrain/runs/<time>/)."""
+    init_from = model_settings.get("init_from")
     if not init_from or resume:
         return None
     if init_from != "pretrain":
@@ -93,12 +94,12 @@ def starting_point(cfg: DictConfig, resume: Resume) -> Start | None:
         stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")
         out_dir = Path(cfg.paths.log_dir) / "pretrain" / "runs" / stamp
         own = pretraining_view(cfg, out_dir)
-        settings = PretrainConfig.from_values(plain(own.pretrain), model=plain(own.model))
+        settings = PretrainConfig.from_values(plain(own.pretrain), model=model_settings)
         run = PretrainRun(out_dir, Path(cfg.paths.cache_dir), record=RunRecord.of(plain(own), own_overrides=False))
         start = pretrain(settings, instantiate(own.data), run)
         if cfg.get("seed") is not None:  # pretraining seeds with its own seed: the fine-tuning starts from `seed`
             L.seed_everything(cfg.seed, workers=True)
-    start.check_fits(plain(cfg.model))
+    start.check_fits(model_settings)
     return start
 
 

@@ -36,6 +36,16 @@ def try_optimization(optimizer: Mapping[str, Any] | None, scheduler: Mapping[str
         raise ConfigError(_refusal(err, scheduler or {}, f"{prefix}scheduler.")) from None
 
 
+Group = Mapping[str, Any] | None  # a config group's node, plain or as Hydra composed it
+
+
+def try_run_groups(trainer: Group, callbacks: Group, logger: Group, prefix: str) -> None:
+    """A run's trainer, callbacks and loggers (`prefix`: "" for a task's own, "pretrain." for its pretraining's)."""
+    try_signature(trainer or {}, f"{prefix}trainer.")
+    try_group(callbacks, f"{prefix}callbacks.")
+    try_group(logger, f"{prefix}logger.")
+
+
 def try_group(group: Mapping[str, Any] | None, prefix: str) -> None:
     """Bind every entry of a group (`callbacks.`, `logger.`) to its target's signature."""
     for name, entry in (group or {}).items():
