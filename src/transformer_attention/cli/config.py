@@ -35,9 +35,13 @@ def register_schemas() -> None:
 def check_config(cfg: DictConfig, task: str | None = None) -> None:
     """Raise ConfigError on the first impossible value of `cfg` (a whole or a partial config) of `task`'s run; a fix
     it suggests for a key the command line added (`+key=...`) is written as added too, so that it composes."""
-    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    hydra = HydraConfig.get() if HydraConfig.initialized() else None
+    overrides = list(hydra.overrides.task) if hydra is not None else []
     try:
-        _check(cfg, task)
+        check_groups(cfg)
+        if hydra is not None:
+            check_added_keys(cfg, overrides, groups=list(hydra.runtime.choices))
+            check_task_keys(task, overrides)
     except ConfigError as err:
         message = str(err)
         for added in (o[1:].split("=", 1)[0] for o in overrides if o.startswith("+") and not o.startswith("++")):
@@ -46,7 +50,8 @@ def check_config(cfg: DictConfig, task: str | None = None) -> None:
         raise ConfigError(message) from None
 
 
-def _check(cfg: DictConfig, task: str | None) -> None:
+def check_groups(cfg: DictConfig) -> None:
+    """Each group's settings, built as the dataclasses that check themselves, then the rules that join groups."""
     model, data = _values(cfg.get("model")), _values(cfg.get("data"))
     settings_of(ModelConfig, model, "model.", "the model")
     try:
@@ -64,10 +69,6 @@ def _check(cfg: DictConfig, task: str | None) -> None:
     analysis_callback = _values(cfg.get("callbacks")).get("model_analysis")
     if isinstance(analysis_callback, dict):
         check_analyses(analysis_callback.get("analyses"), key="callbacks.model_analysis.analyses")
-    if HydraConfig.initialized():
-        hydra = HydraConfig.get()
-        check_added_keys(cfg, list(hydra.overrides.task), groups=list(hydra.runtime.choices))
-        check_task_keys(task, list(hydra.overrides.task))
 
 
 def check_added_keys(cfg: DictConfig, overrides: list[str], groups: list[str]) -> None:

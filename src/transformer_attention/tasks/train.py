@@ -68,8 +68,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         start.copy_into(model.net)  # the head starts fresh
     trainer = trainers.for_model(model, datamodule)  # precision=auto: timed on a real batch
 
-    metrics = [cfg.get("optimized_metric"), *CLASSIFIER_METRICS]  # HPARAMS' columns
-    log_run(trainer.loggers, RunRecord.of(plain(cfg)), metrics=metrics)
+    columns = [cfg.get("optimized_metric"), *CLASSIFIER_METRICS]  # HPARAMS' metric columns
+    log_run(trainer.loggers, RunRecord.of(plain(cfg)), metrics=columns)
 
     if cfg.get("train", True):
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume.ckpt_path)
