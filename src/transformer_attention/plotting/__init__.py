@@ -18,8 +18,11 @@ from .plots import (
     save_figure,
 )
 from .rollout import attention_rollout, pooled_rollout
+from .words import POOLED_ROW, Word, join_pieces, pooled_row, word_values
 
 __all__ = [
+    "POOLED_ROW",
+    "Word",
     "AttentionGrid",
     "RolloutBars",
     "attention_html",
@@ -27,6 +30,7 @@ __all__ = [
     "attention_window",
     "cut_note",
     "figure_to_array",
+    "join_pieces",
     "noted",
     "plot_attention",
     "plot_confusion_matrix",
@@ -35,8 +39,10 @@ __all__ = [
     "plot_pruning",
     "plot_rollout",
     "pooled_rollout",
+    "pooled_row",
     "read_attention_data",
     "save_attention_html",
     "save_attention_png",
     "save_figure",
+    "word_values",
 ]

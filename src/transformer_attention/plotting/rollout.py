@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from .style import as_numpy
+from .words import pooled_row
 
 
 def attention_rollout(attentions: Sequence[np.ndarray | torch.Tensor], residual: float = 0.5) -> np.ndarray:
@@ -36,8 +37,4 @@ def attention_rollout(attentions: Sequence[np.ndarray | torch.Tensor], residual:
 def pooled_rollout(rollout: np.ndarray, pooling: str = "cls") -> np.ndarray:
     """The (T,) share of each input token in the pooled vector the classifier reads: the `[CLS]` row of the
     rollout (pooling="cls", position 0) or the mean of its rows (pooling="mean", every real token)."""
-    if pooling == "cls":
-        return rollout[0]
-    if pooling == "mean":
-        return rollout.mean(axis=0)
-    raise ValueError(f"pooling={pooling!r}: expected 'cls' or 'mean'")
+    return pooled_row(rollout, pooling).astype(rollout.dtype)
