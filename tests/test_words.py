@@ -36,3 +36,17 @@ def test_pooled_row_is_the_cls_row_or_the_mean_of_rows_of_the_head_mean():
     np.testing.assert_allclose(pooled_rollout(w[0], "mean"), w[0].mean(0), rtol=1e-6)
     with pytest.raises(ValueError, match="pooling='max'"):
         pooled_row(w, "max")
+
+
+def test_scales_map_rows_to_colours():
+    from transformer_attention.plotting.scales import SCALES, check_scale, scaled
+
+    w = np.array([[0.5, 0.25, 0.25, 0.0], [0.25, 0.25, 0.25, 0.25]])
+    np.testing.assert_allclose(scaled(w, "fixed"), w)
+    np.testing.assert_allclose(scaled(w, "row"), [[1, 0.5, 0.5, 0], [1, 1, 1, 1]])
+    np.testing.assert_allclose(scaled(w, "uniform")[1], [0.5] * 4)  # an even spread is half colour
+    np.testing.assert_allclose(scaled(w, "uniform")[0], [2 / 3, 0.5, 0.5, 0])
+    np.testing.assert_allclose(scaled(np.zeros((2, 3)), "row"), 0)  # an all-masked row stays blank
+    assert set(SCALES) == {"fixed", "row", "uniform"}
+    with pytest.raises(ValueError, match="scale='log': expected one of fixed, row, uniform"):
+        check_scale("log")

@@ -1,0 +1,39 @@
+"""Colour scales for attention: what a weight's colour means. A trained model's heads are often diffuse (most
+weights 0.02 to 0.3 on a 30-token review), which the fixed 0-1 scale draws as near-blank; the other two scales
+make such heads readable and every caption and colour bar says which one is drawn. NumPy only."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .style import as_numpy
+
+SCALES = {  # name -> what a colour means, for captions, colour bars and the page (written once)
+    "fixed": "colour = weight, 0 to 1",
+    "row": "colour = weight / the largest weight of its row",
+    "uniform": "colour = w·n / (w·n + 1): an even spread over n keys (w = 1/n) is half",
+}
+DEFAULT_SCALE = "fixed"
+
+
+def check_scale(scale: str) -> str:
+    """`scale` if it names a colour scale, else a ValueError that lists them."""
+    if scale not in SCALES:
+        raise ValueError(f"scale={scale!r}: expected one of {', '.join(SCALES)}")
+    return scale
+
+
+def scaled(weights: np.ndarray | torch.Tensor, scale: str = DEFAULT_SCALE) -> np.ndarray:
+    """`weights` (..., n), rows along the last axis, mapped to colour values in [0, 1] by `scale`: `fixed`
+    keeps them, `row` divides each row by its largest weight, `uniform` maps w to w·n / (w·n + 1), so that
+    a head that reads its n keys alike is drawn at half colour whatever n is."""
+    w = np.clip(as_numpy(weights).astype(np.float64), 0.0, None)
+    check_scale(scale)
+    if scale == "row":
+        top = w.max(axis=-1, keepdims=True) if w.size else w
+        return np.divide(w, top, out=np.zeros_like(w), where=top > 0)
+    if scale == "uniform":
+        r = w * w.shape[-1]
+        return r / (r + 1.0)
+    return np.clip(w, 0.0, 1.0)
