@@ -20,6 +20,7 @@ from conftest import ROOT, entry_env
 from omegaconf import OmegaConf
 from test_checkpoint import save_like_lightning, tiny_module
 
+from transformer_attention.analysis.attributions import LABELS
 from transformer_attention.analysis.run import PAGE_METHODS, explain_rows
 from transformer_attention.data import load_tokenizer
 from transformer_attention.errors import ConfigError
@@ -76,7 +77,7 @@ def test_the_page_loads_nothing_from_the_network(prediction):
     page += attention_html(prediction.tokens, prediction.attentions)
     rest = page.replace(SVG_NS, "")
     assert "//" not in rest, "a URL (or protocol-relative //) in the page"
-    assert not re.search(r"\b(src|href)\s*=|<link\b|@import|url\(", rest, flags=re.IGNORECASE)  # nothing to fetch
+    assert not re.search(r"\b(src|href)\s*=|<link\b|@import|\burl\(", rest, flags=re.IGNORECASE)  # nothing to fetch
     assert [bool(attrs.get("src")) for attrs, _ in Scripts(page).scripts] == [False] * 4  # 2 pages x 2 inline
 
 
@@ -419,7 +420,7 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
     }
     page = save_attention_html(
         tmp_path / "view.html", tokens, attentions, attributions=attributions, faithfulness=scores,
-        faithfulness_note="words replaced by [MASK]",
+        faithfulness_note="words replaced by [MASK]", method_labels=LABELS,
     )  # fmt: skip
     browser.open(page.as_uri())
     assert browser.js("document.getElementById('mode-words').hidden") is False
