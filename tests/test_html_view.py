@@ -14,6 +14,7 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -709,3 +710,30 @@ def test_a_long_review_fits_the_page_in_a_browser(browser, imdb_reviews, tmp_pat
     )
     assert [w[0] for w in words] == [w.text for w in join_pieces(tokens)][1:]
     assert all(w[1] for w in words) and len({w[2] for w in words}) > 1
+
+
+@pytest.mark.slow
+def test_the_export_button_saves_the_view_on_screen_as_an_svg_picture(browser, tmp_path: Path):
+    tokens, attentions = shared_key_attention()
+    page = save_attention_html(tmp_path / "view.html", tokens, attentions, title="a review")
+    browser.open(page.as_uri() + "#token=3")
+    saved = (  # the download the button starts, caught at the link's click, and the file it holds
+        "(function () { var got = null, click = HTMLAnchorElement.prototype.click; HTMLAnchorElement.prototype.click ="
+        " function () { got = [this.getAttribute('download'), this.getAttribute('href')]; }; document.getElementById("
+        "'export').click(); HTMLAnchorElement.prototype.click = click; var x = new XMLHttpRequest(); x.open('GET', "
+        "got[1], false); x.send(); return [got[0], x.responseText]; })()"
+    )
+    for view, marks in (("head", "{*}line"), ("model", "{*}img"), ("text", "{*}span")):
+        browser.click(f"#mode-{view}")
+        name, svg = browser.js(saved)
+        assert name == f"a review - {view} view.svg"
+        root = ElementTree.fromstring(svg)  # well-formed XML: an SVG with the view's markup inside
+        assert root.tag == f"{{{SVG_NS}}}svg" and int(root.get("width")) > 0 and int(root.get("height")) > 0
+        found = root.findall(f".//{marks}")
+        if view == "head":  # the lines of the token pinned, and every token's text
+            assert len([m for m in found if m.get("data-query") == "3"]) == len(browser.lines())
+            assert all(t in "".join(root.itertext()) for t in tokens)
+        if view == "model":  # every map, as a picture of its cells
+            assert len([m for m in found if m.get("src", "").startswith("data:image/png")]) == 2 * 4 + 1
+        if view == "text":
+            assert [m.text for m in found if m.get("class") == "word"] == tokens[1:]

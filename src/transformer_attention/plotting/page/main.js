@@ -52,8 +52,15 @@ function fromHash() {
    each canvas as a picture), saved by the browser's download. */
 function exportView() {
   const view = byId(state.view + "-view"), box = view.getBoundingClientRect();
-  const copy = view.cloneNode(true);
-  const canvases = view.querySelectorAll("canvas");
+  const copy = htmlNode("div", "", "", null);
+  [document.querySelector("h1"), document.querySelector(".caption"), view].forEach((node) => {
+    copy.appendChild(node.cloneNode(true));
+  });
+  const inputs = view.querySelectorAll("input, option"), canvases = view.querySelectorAll("canvas");
+  copy.querySelectorAll("input, option").forEach((node, i) => { /* what is ticked now, not what the page began with */
+    const on = inputs[i].checked || inputs[i].selected;
+    node.toggleAttribute(node.tagName === "OPTION" ? "selected" : "checked", Boolean(on));
+  });
   copy.querySelectorAll("canvas").forEach((canvas, i) => {
     const img = htmlNode("img", canvas.className, "", null);
     img.setAttribute("src", canvases[i].toDataURL("image/png"));
@@ -62,7 +69,8 @@ function exportView() {
   });
   copy.querySelectorAll(".export").forEach((node) => node.remove());
   const style = document.querySelector("style").textContent;
-  const width = Math.ceil(Math.max(box.width, view.scrollWidth)), height = Math.ceil(view.scrollHeight);
+  const top = document.querySelector("h1").getBoundingClientRect().top;
+  const width = Math.ceil(Math.max(box.width, view.scrollWidth)), height = Math.ceil(box.bottom - top) + 16;
   const body = new XMLSerializer().serializeToString(copy);
   const svg = "<svg xmlns=\"" + SVG_NS + "\" width=\"" + width + "\" height=\"" + height +
     "\"><foreignObject width=\"100%\" height=\"100%\"><div xmlns=\"" + document.documentElement.namespaceURI +
