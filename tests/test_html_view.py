@@ -31,6 +31,7 @@ from transformer_attention.data import load_tokenizer
 from transformer_attention.data.tokenizer import train_tokenizer
 from transformer_attention.errors import ConfigError
 from transformer_attention.inference import Prediction, predict
+from transformer_attention.module import ClassifierModule
 from transformer_attention.plotting import POOLED_ROW, attention_rollout, join_pieces
 from transformer_attention.plotting import html as html_module
 from transformer_attention.plotting.html import (
@@ -144,9 +145,11 @@ def test_attention_formats():
             attention_formats(bad)
 
 
-@pytest.mark.parametrize("choice", ["html", "both"])
-def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str):
-    ckpt = save_like_lightning(tiny_module(), tmp_path / "model.ckpt")
+@pytest.mark.parametrize("choice, pooling", [("html", "cls"), ("both", "mean")])
+def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str, pooling: str):
+    tiny = tiny_module()
+    module = ClassifierModule(**{**tiny.hparams, "tokenizer": tiny.tokenizer_json, "pooling": pooling})
+    ckpt = save_like_lightning(module, tmp_path / "model.ckpt")
     texts = [TEXT, "a dull film"]
     cfg = OmegaConf.create(
         {"ckpt_path": str(ckpt), "texts": texts, "save_attention": choice, "batch_size": 8, "paths": {}}
@@ -167,6 +170,7 @@ def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str):
         assert set(data["faithfulness"]) == set(PAGE_METHODS)
         assert set(data["faithfulness"]["rollout"]) == {"comprehensiveness", "sufficiency", "aopc"}
         assert "replaced by [MASK]" in data["faithfulness_note"]
+        assert data["text"]["pooling"] == pooling and data["names"]["methods"] == LABELS  # the model's pooled row
     module = load_module(ckpt)
     tok = load_tokenizer(module.tokenizer_json)
     rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
