@@ -541,9 +541,13 @@ def test_the_pages_modules_join_into_one_script_in_the_order_they_import():
     folder = Path(html_module.__file__).parent / "page"
     assert sorted(p.stem for p in folder.glob("*.js")) == sorted(MODULES)
     declared: dict[str, str] = {}
+    sources = {name: (folder / f"{name}.js").read_text(encoding="utf-8") for name in MODULES}
+    imported = set(re.findall(r"\w+", " ".join(re.findall(r"^import \{([^}]*)\}", "\n".join(sources.values()), re.M))))
     for i, name in enumerate(MODULES):
-        source = (folder / f"{name}.js").read_text(encoding="utf-8")
+        source = sources[name]
         imports = re.findall(r'^import \{([^}]*)\} from "\./(\w+)\.js";$', source, flags=re.MULTILINE)
+        exported = re.findall(r"^export (?:const|let|function|class) (\w+)", source, flags=re.MULTILINE)
+        assert set(exported) <= imported, f"page/{name}.js exports what no module imports"
         assert len(imports) == len(re.findall(r"^import\b", source, flags=re.MULTILINE))  # one line each
         assert all(module in MODULES[:i] for _, module in imports), name  # what it imports comes first
         for what in re.findall(r"^(?:export )?(?:const|let|function|class) (\w+)", source, flags=re.MULTILINE):

@@ -49,7 +49,7 @@ MAX_HTML_TOKENS = 512  # the maps of longer texts are cut to their first 512 tok
 MODULES = ("state", "dom", "scale", "words", "text", "head", "model", "main")  # page/*.js, joined in this order
 READS = {"cls": "the classifier reads the output of [CLS]", "mean": "the classifier reads the mean of every output"}
 IMPORT = re.compile(r'^import \{[^}]*\} from "\./(\w+)\.js";\n', flags=re.MULTILINE)
-MIN_WEIGHT = 1e-3  # weights below this draw no line (thinner than a hundredth of a pixel)
+MIN_WEIGHT = 1e-3  # a weight whose colour value (scales.py) is below this draws no line: under 0.01 px
 DECIMALS = 5  # weights are inlined rounded to 5 decimals: 5e-6 at most from the model's
 
 
@@ -72,7 +72,8 @@ def attention_html(
     """The page for one text: `tokens` (T strings) and `attentions`, one (H, T, T) map per layer with
     padding cut off (what `predict(..., need_weights=True)` gives). `rollout` adds the attention rollout
     over all layers (with `residual`, computed on the whole text before any cut) as a choice of the layer
-    selector. Texts longer than `max_tokens` are cut to their first `max_tokens` tokens; the page says so.
+    selector. The maps of texts longer than `max_tokens` are cut to their first `max_tokens` tokens (the page
+    says so); the text tab keeps the whole text.
     `attributions` (method -> one value per token) add the word attributions view, with each method's
     `faithfulness` on this text (method -> comprehensiveness, sufficiency, aopc) under it and the note, each
     method named by `method_labels` (method -> label) where given. `pooling` ("cls" | "mean", the model's) picks

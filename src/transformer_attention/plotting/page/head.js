@@ -71,7 +71,7 @@ function meanOf(layer) {
 }
 
 /* The series the head view draws now: the rollout alone, or the heads switched on and the mean. */
-export function series() {
+function series() {
   if (state.layer === "rollout") {
     return [{ name: "rollout", label: "rollout", color: DARK, slot: 0, rows: data.rollout }];
   }

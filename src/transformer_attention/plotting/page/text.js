@@ -15,10 +15,6 @@ function seriesOf(id) {
   return text.series.find((one) => one.id === id) || text.series[0];
 }
 
-export function textSeries() {
-  return text.series.map((one) => one.id);
-}
-
 export function buildText() {
   const select = byId("text-series"), box = byId("text"), hint = byId("text-readout");
   const groups = {};
