@@ -1,8 +1,11 @@
 """The user guide's TensorBoard screenshots (docs/tensorboard_*.png), taken again: a small sweep (or `--logdir`),
 TensorBoard on a free port, and a headless Chromium driven over DevTools in real time (`chromium --screenshot
 --virtual-time-budget` leaves TIME SERIES' charts empty: they draw in a web worker that virtual time stalls).
+With `--page CKPT`, the interactive page's instead (docs/html_*.png): predict.py's page of one Rotten Tomatoes
+test review (PAGE_TEXT) by that checkpoint, each tab at 1200 x 900.
 
     python docs/screenshots.py [--logdir DIR]
+    python docs/screenshots.py --page outputs/train/runs/<time>/checkpoints/last.ckpt
 """
 
 from __future__ import annotations
@@ -123,10 +126,40 @@ def images(chrome: Chromium) -> None:
     chrome.js(DEEP + f"{pane}.scrollTop += {first}.getBoundingClientRect().bottom - innerHeight + 12")
 
 
+PAGE_TEXT = (  # a Rotten Tomatoes test review (test.parquet, row 788, negative): 49 words, long for the set
+    "the first question to ask about bad company is why anthony hopkins is in it . we assume he had a bad run in "
+    "the market or a costly divorce , because there is no earthly reason other than money why this distinguished "
+    "actor would stoop so low ."
+)
+PAGE_SHOTS = {  # picture -> the page's hash: the tab and what it opens on (uniform: this model's heads are diffuse)
+    "html_view.png": "view=head&scale=uniform&heads=2&token=7",
+    "html_model_view.png": "view=model&scale=uniform",
+    "html_text.png": "view=text&scale=uniform",
+}
+
+
+def page_shots(chrome: Chromium, ckpt: Path, out: Path, scratch: Path) -> None:
+    """predict.py's page of PAGE_TEXT by `ckpt`, and a picture of each tab (PAGE_SHOTS) at 1200 x 900."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
+    (texts := scratch / "review.txt").write_text(PAGE_TEXT + "\n", encoding="utf-8")
+    run = [sys.executable, "predict.py", f"ckpt_path={ckpt.resolve()}", f"text_file={texts}", "save_attention=html"]
+    subprocess.run([*run, f"paths.log_dir={scratch / 'outputs'}"], cwd=ROOT, env=env, check=True)
+    (page,) = (scratch / "outputs").rglob("attention/0000.html")
+    for name, view in PAGE_SHOTS.items():
+        chrome.open("about:blank", ready="true")
+        chrome.send("Emulation.setDeviceMetricsOverride", width=1200, height=900, deviceScaleFactor=1, mobile=False)
+        chrome.send("Page.navigate", url=f"{page.as_uri()}#{view}")
+        chrome.wait_for("document.readyState === 'complete' && !!document.querySelector('#lines')", 30)
+        (out / name).write_bytes(base64.b64decode(chrome.send("Page.captureScreenshot", format="png")["data"]))
+        chrome.send("Page.close")
+        print(f"wrote {out / name}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logdir", type=Path, help="TensorBoard logs to show (default: run a 2-job sweep first)")
     parser.add_argument("--out", type=Path, default=DOCS, help="where the PNGs go (default: docs/)")
+    parser.add_argument("--page", type=Path, metavar="CKPT", help="the page's pictures instead, by this checkpoint")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill too stops TensorBoard and the browser
     exe = find_chromium()
@@ -134,6 +167,10 @@ def main() -> None:
         sys.exit("no Chromium or Chrome on PATH: apt-get install chromium")
     with ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="screenshots-")))
+        if args.page:
+            chrome = Chromium(exe, scratch / "profile")
+            stack.callback(chrome.close)
+            return page_shots(chrome, args.page, args.out, scratch)
         log_dir = args.logdir
         if log_dir is None:
             sweep(log_dir := scratch / "outputs")

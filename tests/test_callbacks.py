@@ -184,6 +184,7 @@ def test_interactive_views_written_at_fit_end(fitted):
     assert caption.startswith("\u201c") and last.name not in caption
     (row,) = infer(fitted.module, [ids], pad_id=fitted.dm.pad_id, need_weights=True)  # the trained model
     assert data["tokens"] == [fitted.dm.tokenizer.id_to_token(int(t)) for t in ids]
+    assert data["text"]["pooling"] == fitted.module.hparams.get("pooling", "cls")  # the text tab's pooled row
     for layer, weights in enumerate(row.attentions):
         np.testing.assert_allclose(np.array(data["layers"][layer]), weights.numpy(), atol=1e-4)
 

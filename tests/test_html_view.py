@@ -1,7 +1,10 @@
-"""The offline attention view (html_view.py): nothing loaded from the network, the inlined data equal to the
-model's attention, tokens kept as text, `predict.py save_attention=html`, and the page itself in a real
-headless Chromium (driven over the DevTools protocol on a pipe, no dependency): hover a query or a key, check
-the lines, each head's own blocks and the readout; open a head from the model view."""
+"""The offline attention view (plotting/html.py): nothing loaded from the network, the inlined data equal to the
+model's attention, tokens kept as text, the text tab's words and pooled rows, the names shared with Python, the
+ES modules joined in order, `predict.py save_attention=html`, and the page itself in a real headless Chromium
+(driven over the DevTools protocol on a pipe, no dependency): hover a query or a key, check the lines, each
+head's own blocks and the readout; open a head from the model view; the text tab and the colour scales; a
+60-word and a 500-token IMDB review fit the page (no sideways scroll, cells of 3 px or more, the readout in
+view)."""
 
 from __future__ import annotations
 
@@ -11,21 +14,34 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 from chromium import Chromium, find_chromium
-from conftest import ROOT, entry_env
+from conftest import ROOT, SHARED_DATA, entry_env
 from omegaconf import OmegaConf
 from test_checkpoint import save_like_lightning, tiny_module
 
+from transformer_attention.analysis.attributions import LABELS
 from transformer_attention.analysis.run import PAGE_METHODS, explain_rows
 from transformer_attention.data import load_tokenizer
+from transformer_attention.data.tokenizer import train_tokenizer
 from transformer_attention.errors import ConfigError
 from transformer_attention.inference import Prediction, predict
-from transformer_attention.plotting import attention_rollout
-from transformer_attention.plotting.html import MIN_WEIGHT, attention_html, read_attention_data, save_attention_html
+from transformer_attention.module import ClassifierModule
+from transformer_attention.plotting import POOLED_ROW, attention_rollout, join_pieces
+from transformer_attention.plotting import html as html_module
+from transformer_attention.plotting.html import (
+    MIN_WEIGHT,
+    MODULES,
+    attention_html,
+    read_attention_data,
+    save_attention_html,
+)
+from transformer_attention.plotting.scales import DEFAULT_SCALE, SCALES
 from transformer_attention.tasks.predict import attention_formats, main
 from transformer_attention.training.checkpoint import load_module
 
@@ -76,7 +92,7 @@ def test_the_page_loads_nothing_from_the_network(prediction):
     page += attention_html(prediction.tokens, prediction.attentions)
     rest = page.replace(SVG_NS, "")
     assert "//" not in rest, "a URL (or protocol-relative //) in the page"
-    assert not re.search(r"\b(src|href)\s*=|<link\b|@import|url\(", rest, flags=re.IGNORECASE)  # nothing to fetch
+    assert not re.search(r"\b(src|href)\s*=|<link\b|@import|\burl\(", rest, flags=re.IGNORECASE)  # nothing to fetch
     assert [bool(attrs.get("src")) for attrs, _ in Scripts(page).scripts] == [False] * 4  # 2 pages x 2 inline
 
 
@@ -129,9 +145,11 @@ def test_attention_formats():
             attention_formats(bad)
 
 
-@pytest.mark.parametrize("choice", ["html", "both"])
-def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str):
-    ckpt = save_like_lightning(tiny_module(), tmp_path / "model.ckpt")
+@pytest.mark.parametrize("choice, pooling", [("html", "cls"), ("both", "mean")])
+def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str, pooling: str):
+    tiny = tiny_module()
+    module = ClassifierModule(**{**tiny.hparams, "tokenizer": tiny.tokenizer_json, "pooling": pooling})
+    ckpt = save_like_lightning(module, tmp_path / "model.ckpt")
     texts = [TEXT, "a dull film"]
     cfg = OmegaConf.create(
         {"ckpt_path": str(ckpt), "texts": texts, "save_attention": choice, "batch_size": 8, "paths": {}}
@@ -152,6 +170,7 @@ def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str):
         assert set(data["faithfulness"]) == set(PAGE_METHODS)
         assert set(data["faithfulness"]["rollout"]) == {"comprehensiveness", "sufficiency", "aopc"}
         assert "replaced by [MASK]" in data["faithfulness_note"]
+        assert data["text"]["pooling"] == pooling and data["names"]["methods"] == LABELS  # the model's pooled row
     module = load_module(ckpt)
     tok = load_tokenizer(module.tokenizer_json)
     rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
@@ -220,7 +239,7 @@ def assert_drawn(drawn: list[dict], expected: dict[tuple[str, int], float], inde
 @pytest.mark.slow
 def test_the_page_draws_the_hovered_tokens_row_in_a_browser(browser, prediction, tmp_path: Path):
     tokens, attentions = prediction.tokens, prediction.attentions
-    page = save_attention_html(tmp_path / "view.html", tokens, attentions, title="<script>x</script>")
+    page = save_attention_html(tmp_path / "view.html", tokens, attentions, title="<script>x</script>", scale="fixed")
     browser.open(page.as_uri() + "#layer=1&heads=1")  # the hash picks layer 1, head 1 alone
 
     assert browser.js("document.scripts.length") == 2
@@ -252,7 +271,7 @@ def test_the_page_draws_the_hovered_tokens_row_in_a_browser(browser, prediction,
     assert_drawn(browser.lines(), expected_lines({"rollout": attention_rollout(attentions)}, 0), 0)
 
 
-RAMP = [(0.0, (255, 255, 255)), (0.5, (107, 174, 214)), (1.0, (8, 48, 107))]  # page.js's one 0-1 colour scale
+RAMP = [(0.0, (255, 255, 255)), (0.5, (107, 174, 214)), (1.0, (8, 48, 107))]  # page/scale.js's colour ramp
 SWATCH = "getComputedStyle(document.querySelector('#label-{} .swatch')).backgroundColor"
 
 
@@ -291,7 +310,7 @@ def assert_beside_tokens(browser: Chromium, blocks: list[dict], side: str) -> No
 @pytest.mark.slow
 def test_every_selected_head_stays_visible_in_a_browser(browser, tmp_path: Path):
     tokens, attentions = shared_key_attention()
-    page = save_attention_html(tmp_path / "view.html", tokens, attentions)
+    page = save_attention_html(tmp_path / "view.html", tokens, attentions, scale="fixed")
     layer = np.array(read_attention_data(page.read_text(encoding="utf-8"))["layers"][0])  # (H, T, T), as inlined
     heads = {f"head-{h}": layer[h] for h in range(4)}
     browser.open(page.as_uri() + "#layer=0")  # all four heads: the default
@@ -364,7 +383,7 @@ def ramp(weights: np.ndarray) -> np.ndarray:
 @pytest.mark.slow
 def test_the_model_view_shows_every_head_and_opens_the_one_clicked(browser, tmp_path: Path):
     tokens, attentions = shared_key_attention()
-    page = save_attention_html(tmp_path / "view.html", tokens, attentions)
+    page = save_attention_html(tmp_path / "view.html", tokens, attentions, scale="fixed")
     data = read_attention_data(page.read_text(encoding="utf-8"))
     browser.open(page.as_uri() + "#layer=0&token=3")
     shown = "[document.getElementById('head-view').hidden, document.getElementById('model-view').hidden]"
@@ -419,7 +438,7 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
     }
     page = save_attention_html(
         tmp_path / "view.html", tokens, attentions, attributions=attributions, faithfulness=scores,
-        faithfulness_note="words replaced by [MASK]",
+        faithfulness_note="words replaced by [MASK]", method_labels=LABELS,
     )  # fmt: skip
     browser.open(page.as_uri())
     assert browser.js("document.getElementById('mode-words').hidden") is False
@@ -471,3 +490,258 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
     plain = save_attention_html(tmp_path / "plain.html", tokens, attentions)  # no attributions: no tab
     browser.open(plain.as_uri())
     assert browser.js("document.getElementById('mode-words').hidden") is True
+
+
+# ---- the text tab, the colour scales, names from Python ------------------------------------------------
+PIECES = ["[CLS]", "the", "fi", "##lm", "was", "not", "dull"]  # "film" in two pieces
+WORDS = ["the", "film", "was", "not", "dull"]
+
+
+def by_words(row: np.ndarray) -> list[float]:
+    """A (7,) row of PIECES summed into the (6,) words of PIECES ([CLS] first): an oracle of its own."""
+    return [row[0], row[1], row[2] + row[3], row[4], row[5], row[6]]
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_the_text_tab_shades_each_word_by_the_pooled_row_summed_over_its_pieces(pooling: str):
+    torch.manual_seed(1)
+    attentions = [torch.rand(3, 7, 7).softmax(-1) for _ in range(2)]
+    attributions = {"leave_one_out": [0.0, 0.1, 0.2, -0.05, 0.0, 0.4, -0.3]}
+    page = attention_html(PIECES, attentions, pooling=pooling, attributions=attributions)
+    text = inlined_data(page)["text"]
+    pooled = (lambda a: a[0]) if pooling == "cls" else (lambda a: a.mean(axis=0))  # the row the classifier reads
+    assert text["words"] == ["[CLS]", *WORDS] and text["pieces"] == [1, 1, 2, 1, 1, 1] and text["first"] == 1
+    assert text["pooled"] == POOLED_ROW[pooling] and text["pooling"] == pooling
+    series = {s["id"]: s for s in text["series"]}
+    for layer, weights in enumerate(attentions):
+        w = weights.numpy()
+        np.testing.assert_allclose(series[f"layer-{layer}"]["values"], by_words(pooled(w.mean(axis=0))), rtol=1e-3)
+        for h in range(3):
+            np.testing.assert_allclose(series[f"layer-{layer}-head-{h}"]["values"], by_words(pooled(w[h])), rtol=1e-3)
+    np.testing.assert_allclose(series["rollout"]["values"], by_words(pooled(attention_rollout(attentions))), rtol=1e-3)
+    assert series["method-leave_one_out"]["signed"] and series["method-leave_one_out"]["values"] == pytest.approx(
+        [0.0, 0.1, 0.15, 0.0, 0.4, -0.3]
+    )
+    assert sum(series["layer-1"]["values"]) == pytest.approx(1.0, abs=1e-3)  # a row's weights, over words
+    assert text["default"] == "layer-1"
+
+
+def test_the_page_carries_the_names_it_shares_with_python_and_refuses_bad_ones():
+    weights = [torch.rand(2, 7, 7).softmax(-1)]
+    names = inlined_data(attention_html(PIECES, weights, scale="row", method_labels=LABELS))["names"]
+    assert names == {"scales": SCALES, "scale": "row", "methods": LABELS}
+    assert inlined_data(attention_html(PIECES, weights))["names"]["scale"] == DEFAULT_SCALE
+    with pytest.raises(ValueError, match=r"scale='log': expected one of fixed, row, uniform"):
+        attention_html(PIECES, weights, scale="log")
+    with pytest.raises(ValueError, match=r"pooling='max': expected one of 'cls', 'mean'"):
+        attention_html(PIECES, weights, pooling="max")
+
+
+def test_the_pages_modules_join_into_one_script_in_the_order_they_import():
+    folder = Path(html_module.__file__).parent / "page"
+    assert sorted(p.stem for p in folder.glob("*.js")) == sorted(MODULES)
+    declared: dict[str, str] = {}
+    sources = {name: (folder / f"{name}.js").read_text(encoding="utf-8") for name in MODULES}
+    imported = set(re.findall(r"\w+", " ".join(re.findall(r"^import \{([^}]*)\}", "\n".join(sources.values()), re.M))))
+    for i, name in enumerate(MODULES):
+        source = sources[name]
+        imports = re.findall(r'^import \{([^}]*)\} from "\./(\w+)\.js";$', source, flags=re.MULTILINE)
+        exported = re.findall(r"^export (?:const|let|function|class) (\w+)", source, flags=re.MULTILINE)
+        assert set(exported) <= imported, f"page/{name}.js exports what no module imports"
+        assert len(imports) == len(re.findall(r"^import\b", source, flags=re.MULTILINE))  # one line each
+        assert all(module in MODULES[:i] for _, module in imports), name  # what it imports comes first
+        for what in re.findall(r"^(?:export )?(?:const|let|function|class) (\w+)", source, flags=re.MULTILINE):
+            assert what not in declared, f"{what} is declared in page/{declared[what]}.js and page/{name}.js"
+            declared[what] = name
+        assert len(source.splitlines()) <= 250
+    script = html_module._assets()[2]
+    assert "import " not in script and "\nexport " not in script and script.count('"use strict"') == 1
+
+
+# ---- in a real browser: the text tab, the scales, long texts -----------------------------------------------
+def colour(css: str) -> list[float]:
+    """An rgb()/rgba() CSS colour as [r, g, b, a]."""
+    values = [float(v) for v in css[css.index("(") + 1 : -1].split(",")]
+    return values + [1.0] * (4 - len(values))
+
+
+def scaled(row: np.ndarray, scale: str) -> np.ndarray:
+    """The page's colour value of each weight of `row`: the oracle of scales.py's three scales."""
+    row = np.asarray(row, dtype=float)
+    if scale == "row":
+        return row / row.max()
+    if scale == "uniform":
+        return row * len(row) / (row * len(row) + 1)
+    return np.clip(row, 0, 1)
+
+
+TEXT_SPANS = "Array.from(document.querySelectorAll('#text span.word'), e => [e.textContent, Number(e.dataset.value), " \
+    "getComputedStyle(e).backgroundColor, e.dataset.series])"  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_text_tab_and_the_scale_switch_in_a_browser(browser, tmp_path: Path):
+    torch.manual_seed(2)
+    attentions = [torch.rand(3, 7, 7).softmax(-1) for _ in range(2)]
+    attributions = {"integrated_gradients": [0.0, 0.1, 0.2, -0.05, 0.0, 0.4, -0.3]}
+    page = save_attention_html(
+        tmp_path / "mean.html", PIECES, attentions, pooling="mean", scale="fixed", attributions=attributions,
+        method_labels=LABELS,
+    )  # fmt: skip
+    series = {s["id"]: s["values"] for s in read_attention_data(page.read_text(encoding="utf-8"))["text"]["series"]}
+    browser.open(page.as_uri())
+    browser.click("#mode-text")
+    help_text = browser.js("document.querySelector('#text-view .help').textContent")
+    assert "the mean of the rows" in help_text and "pooling=mean" in help_text and "[CLS] row" not in help_text
+    for scale in ("fixed", "row", "uniform"):
+        browser.js(f"location.hash = 'view=text&scale={scale}'")
+        browser.wait_for(f"document.getElementById('scale').value === '{scale}'")
+        shown = browser.js(TEXT_SPANS)
+        assert [w[0] for w in shown] == WORDS and {w[3] for w in shown} == {"layer-1"}  # the last layer first
+        assert [w[1] for w in shown] == series["layer-1"][1:]
+        expected = ramp(scaled(np.array(series["layer-1"][1:]), scale))  # [CLS] is no word of the review
+        np.testing.assert_allclose([colour(w[2])[:3] for w in shown], expected, atol=1.01)
+        assert SCALES[scale] in browser.js("document.querySelector('#text-legend').textContent")
+    assert "[CLS] itself takes" in browser.js("document.getElementById('text-note').textContent")
+
+    browser.js("var s = document.getElementById('text-series'); s.value = 'layer-0-head-2'; "
+               "s.dispatchEvent(new Event('change'))")  # fmt: skip
+    shown = browser.js(TEXT_SPANS)
+    assert [w[1] for w in shown] == series["layer-0-head-2"][1:] and {w[3] for w in shown} == {"layer-0-head-2"}
+    browser.js("location.hash = 'view=text&series=method-integrated_gradients'")  # signed: blue for, orange against
+    browser.wait_for("document.querySelector('#text span.word').dataset.series === 'method-integrated_gradients'")
+    shown = [colour(w[2]) for w in browser.js(TEXT_SPANS)]
+    assert shown[3][:3] == [31, 119, 180] and shown[3][3] == pytest.approx(1.0)  # "not" 0.4: the largest
+    assert shown[4][:3] == [255, 127, 14] and shown[4][3] == pytest.approx(0.75, abs=1e-3)  # "dull" -0.3
+    assert browser.js("document.getElementById('text-legend').hidden") is True
+
+    browser.click("#mode-model")  # the model view follows the scale: each map's rows on the row scale
+    layer = np.array(read_attention_data(page.read_text(encoding="utf-8"))["layers"][1][2])
+    pixels = browser.js(
+        '(function () { var c = document.querySelector(\'canvas.map[data-layer="1"][data-head="2"]\'); '
+        "return Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data); })()"
+    )
+    assert browser.js("document.getElementById('scale').value") == "uniform"
+    np.testing.assert_allclose(np.array(pixels).reshape(7, 7, 4)[..., :3], ramp(scaled_rows(layer, "uniform")),
+                               atol=1.01)  # fmt: skip
+    browser.js("var s = document.getElementById('scale'); s.value = 'row'; s.dispatchEvent(new Event('change'))")
+    pixels = browser.js(
+        '(function () { var c = document.querySelector(\'canvas.map[data-layer="1"][data-head="2"]\'); '
+        "return Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data); })()"
+    )
+    np.testing.assert_allclose(np.array(pixels).reshape(7, 7, 4)[..., :3], ramp(scaled_rows(layer, "row")), atol=1.01)
+    assert (
+        browser.js("document.querySelector('#model-view .legend .what').textContent") == "row scale: " + SCALES["row"]
+    )
+
+    browser.click("#mode-head")  # the head view too: thickness and opacity = the scaled weight
+    browser.move_to("g.token.left[data-index='0'] rect")
+    rows = np.array(read_attention_data(page.read_text(encoding="utf-8"))["layers"][0])  # (3, 7, 7)
+    drawn = browser.lines()
+    for line in drawn:
+        v = scaled_rows(rows[int(line["series"][-1])], "row")[line["query"], line["key"]]
+        assert line["width"] == pytest.approx(6 * v, abs=1e-3)
+    blocks = browser.lines("#blocks rect")
+    assert max(b["opacity"][2] for b in blocks) == pytest.approx(1.0)  # each row's largest fully coloured
+
+    cls_page = save_attention_html(tmp_path / "cls.html", PIECES, attentions, pooling="cls")
+    browser.open(cls_page.as_uri() + "#view=text")
+    help_text = browser.js("document.querySelector('#text-view .help').textContent")
+    assert "the [CLS] row" in help_text and "pooling=cls" in help_text and "mean of the rows" not in help_text
+
+
+def scaled_rows(rows: np.ndarray, scale: str) -> np.ndarray:
+    return np.stack([scaled(row, scale) for row in rows])
+
+
+# ---- long reviews in a browser: 60 words and 500 tokens -------------------------------------------------
+@pytest.fixture(scope="module")
+def imdb_reviews() -> dict[str, list[str]]:
+    """Two IMDB test reviews as a tokenizer trained on 1,000 others cuts them: one of 60 words, and the first
+    of 500 tokens or more (cut to 500); skipped without ../shared/data/imdb."""
+    path = SHARED_DATA / "imdb" / "test.parquet"
+    if not path.is_file():
+        pytest.skip(f"IMDB reviews not found at {path}: the long-page test reads two of them")
+    texts = pq.read_table(path, columns=["text"]).column("text").to_pylist()
+    tok = train_tokenizer(texts[:1000], vocab_size=3000)  # small: many words in pieces
+    sixty = next(t for t in texts if len(t.split()) == 60)
+    long = next(t for t in texts if len(tok.encode(t).tokens) >= 500)
+    return {"60 words": tok.encode(sixty).tokens, "500 tokens": tok.encode(long).tokens[:500]}
+
+
+def random_attention(n: int, layers: int = 2, heads: int = 4, seed: int = 0) -> list[np.ndarray]:
+    """Diffuse maps like a trained model's on a long text: each row a Dirichlet(0.3) draw."""
+    rng = np.random.default_rng(seed)
+    return [rng.dirichlet(np.full(n, 0.3), size=(heads, n)) for _ in range(layers)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("review", ["60 words", "500 tokens"])
+def test_a_long_review_fits_the_page_in_a_browser(browser, imdb_reviews, tmp_path: Path, review: str):
+    tokens = imdb_reviews[review]
+    n, attentions = len(tokens), random_attention(len(tokens))
+    attributions = {"integrated_gradients": np.random.default_rng(1).normal(size=n).tolist()}
+    page = save_attention_html(tmp_path / "long.html", tokens, attentions, pooling="mean", attributions=attributions)
+    browser.open(page.as_uri(), timeout=60)
+    no_sideways = (
+        "[document.documentElement.scrollWidth <= document.documentElement.clientWidth, "
+        "document.getElementById('view-box').scrollWidth <= document.getElementById('view-box').clientWidth]"
+    )
+    for tab in ("head", "model", "text", "words"):
+        browser.click(f"#mode-{tab}")
+        assert browser.js(no_sideways) == [True, True], f"the {tab} tab scrolls sideways"
+
+    browser.click("#mode-model")  # every cell 3 px or more; a grid wider than the page scrolls in its own box
+    cells = browser.js("Array.from(document.querySelectorAll('canvas.map'), c => c.clientWidth / c.width)")
+    assert len(cells) == 2 * 4 + 1 and min(cells) >= 3
+
+    browser.click("#mode-head")  # the readout stays on screen beside the last token
+    browser.move_to(f"g.token.left[data-index='{n - 1}'] rect")
+    box = browser.js(
+        "(function () { var r = document.getElementById('readout').getBoundingClientRect(); return [r.top, r.bottom, "
+        "innerHeight, document.querySelector('#readout .readtitle').textContent]; })()"
+    )
+    assert 0 <= box[0] < box[1] <= box[2] and box[3] == f"\u201c{tokens[-1]}\u201d (query) reads most:"
+    browser.js("location.hash = 'scale=uniform'")  # low weights stay visible: an even spread (1/n) draws 3 px
+    browser.wait_for("document.getElementById('scale').value === 'uniform'")
+    browser.move_to(f"g.token.left[data-index='{n - 2}'] rect")
+    drawn = {(line["series"], line["key"]): line["width"] for line in browser.lines()}
+    row = np.array(read_attention_data(page.read_text(encoding="utf-8"))["layers"][0])[:, n - 2]  # (4, n), layer 0
+    for h in range(4):
+        for k in np.flatnonzero(row[h] >= 1 / n):
+            assert drawn.get((f"head-{h}", k), 0) >= 3 - 1e-3
+
+    browser.click("#mode-text")  # every word of the review, on lines that wrap inside the page
+    words = browser.js(
+        "Array.from(document.querySelectorAll('#text span.word'), e => { var r = e.getBoundingClientRect(); "
+        "return [e.textContent, r.width > 0 && r.right <= document.documentElement.clientWidth, r.top]; })"
+    )
+    assert [w[0] for w in words] == [w.text for w in join_pieces(tokens)][1:]
+    assert all(w[1] for w in words) and len({w[2] for w in words}) > 1
+
+
+@pytest.mark.slow
+def test_the_export_button_saves_the_view_on_screen_as_an_svg_picture(browser, tmp_path: Path):
+    tokens, attentions = shared_key_attention()
+    page = save_attention_html(tmp_path / "view.html", tokens, attentions, title="a review")
+    browser.open(page.as_uri() + "#token=3")
+    saved = (  # the download the button starts, caught at the link's click, and the file it holds
+        "(function () { var got = null, click = HTMLAnchorElement.prototype.click; HTMLAnchorElement.prototype.click ="
+        " function () { got = [this.getAttribute('download'), this.getAttribute('href')]; }; document.getElementById("
+        "'export').click(); HTMLAnchorElement.prototype.click = click; var x = new XMLHttpRequest(); x.open('GET', "
+        "got[1], false); x.send(); return [got[0], x.responseText]; })()"
+    )
+    for view, marks in (("head", "{*}line"), ("model", "{*}img"), ("text", "{*}span")):
+        browser.click(f"#mode-{view}")
+        name, svg = browser.js(saved)
+        assert name == f"a review - {view} view.svg"
+        root = ElementTree.fromstring(svg)  # well-formed XML: an SVG with the view's markup inside
+        assert root.tag == f"{{{SVG_NS}}}svg" and int(root.get("width")) > 0 and int(root.get("height")) > 0
+        found = root.findall(f".//{marks}")
+        if view == "head":  # the lines of the token pinned, and every token's text
+            assert len([m for m in found if m.get("data-query") == "3"]) == len(browser.lines())
+            assert all(t in "".join(root.itertext()) for t in tokens)
+        if view == "model":  # every map, as a picture of its cells
+            assert len([m for m in found if m.get("src", "").startswith("data:image/png")]) == 2 * 4 + 1
+        if view == "text":
+            assert [m.text for m in found if m.get("class") == "word"] == tokens[1:]

@@ -28,6 +28,14 @@ from ..plotting.rollout import attention_rollout, pooled_rollout
 from .removal import without
 
 ATTRIBUTIONS = ("attention", "rollout", "grad_x_input", "integrated_gradients", "leave_one_out", "random")
+LABELS = {  # how pages and tables name each method (the page reads them from its data)
+    "attention": "attention (last layer)",
+    "rollout": "rollout",
+    "grad_x_input": "gradient x input",
+    "integrated_gradients": "Integrated Gradients",
+    "leave_one_out": "leave-one-out",
+    "random": "random",
+}
 
 
 def attribute(

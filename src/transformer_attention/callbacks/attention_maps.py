@@ -117,7 +117,7 @@ class AttentionMapLogger(Callback):
             self.log_maps(trainer, pl_module)
         self.writer.close()
         if self.html and self.last and trainer.is_global_zero:
-            self.write_pages(Path(trainer.default_root_dir) / "attention")
+            self.write_pages(Path(trainer.default_root_dir) / "attention", pl_module.hparams.get("pooling", "cls"))
         if self.cost["logs"]:
             own = f", {self.writer.seconds:.2f} s on their own thread" if self.writer.background else ""
             log.info(
@@ -186,11 +186,13 @@ class AttentionMapLogger(Callback):
         """Block until every image handed to the writer thread is written (errors are raised here)."""
         self.writer.wait()
 
-    def write_pages(self, folder: Path) -> list[Path]:
+    def write_pages(self, folder: Path, pooling: str = "cls") -> list[Path]:
         """The interactive attention view (hover a token, pick a layer and heads, the rollout) of each example
         as last logged: `<folder>/<example>.html`, self-contained, opens offline."""
         self.pages = [
-            save_attention_html(folder / f"{e.name}.html", e.tokens, e.attentions, title=e.name, caption=e.caption)
+            save_attention_html(
+                folder / f"{e.name}.html", e.tokens, e.attentions, title=e.name, caption=e.caption, pooling=pooling
+            )
             for e in self.last
         ]
         log.info("attention maps: interactive views of the %d examples in %s", len(self.pages), folder)

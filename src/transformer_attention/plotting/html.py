@@ -1,17 +1,25 @@
 """An interactive attention view in one self-contained HTML file that works offline (no CDN, no server).
 
-Head view: the tokens stand in two columns, queries on the left and keys on the right. Hovering a query draws
-what it reads, hovering a key who reads it, for the layer picked in a selector and the heads switched on:
-each head has its own column of blocks beside the tokens (opacity = weight) so that no head covers another,
-and its own colour of line (thickness = weight, opaque, so no blended colour outside the legend); the readout
-lists the top five of each head. The head mean and the attention rollout (rollout.py) are options of the same
-view. Click a token to pin it. Model view: every layer x head as a small query x key map on one 0-1 colour
-scale; clicking a map opens that layer and head alone in the head view. The page is package data (page.html,
-page.css, page.js beside this module); each page inlines them and the weights (as JSON), so it opens from disk
-in any browser. Word attributions view (when given them): the text, each word coloured by the attribution of
-the method picked (attention, rollout, Integrated Gradients, leave-one-out: analysis/), and each method's
-faithfulness on the text. The URL hash picks the initial view: `page.html#layer=1&heads=0,2&token=4`
-(`layer=rollout`, `mean=1` for the head mean, `key=3` to pin a key, `view=model`, `view=words&method=rollout`).
+Four tabs. Head view: queries on the left, keys on the right; hovering a query draws what it reads, hovering
+a key who reads it, for the layer picked and the heads switched on, each head its own column of blocks and its
+own colour of line; the readout (sticky: in view wherever the hovered token lies) lists the top five of each
+head; the head mean and the attention rollout (rollout.py) are options of the same view; click to pin. Model
+view: every layer x head as a query x key map, cells never under 3 px (a long text's grid scrolls in its own
+box); clicking a map opens it in the head view. Text: the whole text as wrapped words (words.py: pieces
+joined, weights summed), each shaded by the pooled row (the `[CLS]` row, or the mean of the rows for
+`pooling="mean"`; the page says which) of a layer's head mean, one head, the rollout or a word attribution.
+Word attributions (when given): each token coloured by the method picked (analysis/), with each method's
+faithfulness on the text. One colour scale switch for every view (scales.py: fixed, row, uniform), stated in
+the legends; a button saves the view on screen as an SVG picture.
+
+The page is package data (page/page.html, page/page.css and the ES modules page/*.js, linted by ESLint in
+.ci/run); every page inlines them and the data (as JSON, with the names shared with Python: the scales, the
+attribution methods' labels, what the pooled row is), so it opens from disk in any browser. The modules are
+joined into one script in the fixed order of MODULES (each after the modules it imports), their `import`
+lines dropped and `export` words removed, inside one function scope: no loader, no URL. The URL hash picks
+the initial view: `page.html#layer=1&heads=0,2&token=4` (`layer=rollout`, `mean=1` for the head mean, `key=3`
+to pin a key, `view=model|text|words`, `scale=row`, `series=layer-0-head-1` for the text tab, `method=rollout`
+for the word attributions).
 
 Everything that comes from the text is escaped: tokens travel in the JSON with `<`, `>`, `&` and `/`
 written as `\\u003c`... (so no token can close the script tag), and they reach the page through
@@ -33,10 +41,15 @@ import torch
 
 from ..files import atomic_write
 from .plots import attention_window, cut_note
-from .rollout import attention_rollout
+from .rollout import attention_rollout, pooled_rollout
+from .scales import DEFAULT_SCALE, SCALES, check_scale
+from .words import POOLED_ROW, join_pieces, pooled_row, word_values
 
-MAX_HTML_TOKENS = 128  # longer texts are cut to their first MAX_HTML_TOKENS tokens (rows and columns)
-MIN_WEIGHT = 1e-3  # weights below this draw no line (thinner than a hundredth of a pixel)
+MAX_HTML_TOKENS = 512  # the maps of longer texts are cut to their first 512 tokens; the text tab shows them whole
+MODULES = ("state", "dom", "scale", "words", "text", "head", "model", "main")  # page/*.js, joined in this order
+READS = {"cls": "the classifier reads the output of [CLS]", "mean": "the classifier reads the mean of every output"}
+IMPORT = re.compile(r'^import \{[^}]*\} from "\./(\w+)\.js";\n', flags=re.MULTILINE)
+MIN_WEIGHT = 1e-3  # a weight whose colour value (scales.py) is below this draws no line: under 0.01 px
 DECIMALS = 5  # weights are inlined rounded to 5 decimals: 5e-6 at most from the model's
 
 
@@ -52,13 +65,22 @@ def attention_html(
     attributions: Mapping[str, Sequence[float]] | None = None,
     faithfulness: Mapping[str, Mapping[str, float]] | None = None,
     faithfulness_note: str | None = None,
+    pooling: str = "cls",
+    scale: str = DEFAULT_SCALE,
+    method_labels: Mapping[str, str] | None = None,
 ) -> str:
     """The page for one text: `tokens` (T strings) and `attentions`, one (H, T, T) map per layer with
     padding cut off (what `predict(..., need_weights=True)` gives). `rollout` adds the attention rollout
     over all layers (with `residual`, computed on the whole text before any cut) as a choice of the layer
-    selector. Texts longer than `max_tokens` are cut to their first `max_tokens` tokens; the page says so.
+    selector. The maps of texts longer than `max_tokens` are cut to their first `max_tokens` tokens (the page
+    says so); the text tab keeps the whole text.
     `attributions` (method -> one value per token) add the word attributions view, with each method's
-    `faithfulness` on this text (method -> comprehensiveness, sufficiency, aopc) under it and the note."""
+    `faithfulness` on this text (method -> comprehensiveness, sufficiency, aopc) under it and the note, each
+    method named by `method_labels` (method -> label) where given. `pooling` ("cls" | "mean", the model's) picks
+    the row the text tab shades by; `scale` (scales.py) is the colour scale the page opens on."""
+    check_scale(scale)
+    if pooling not in POOLED_ROW:
+        raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(map(repr, POOLED_ROW))}")
     if not attentions:
         raise ValueError("attention_html needs at least one layer's attention, got none")
     layers, shown = [], list(tokens)
@@ -78,6 +100,7 @@ def attention_html(
         "residual": residual,
         "min_weight": MIN_WEIGHT,
         "note": cut_note(n, len(tokens)),
+        "names": {"scales": SCALES, "scale": scale, "methods": dict(method_labels or {})},
     }
     if attributions:
         for method, values in attributions.items():
@@ -90,9 +113,10 @@ def attention_html(
             else None
         )
         data["faithfulness_note"] = faithfulness_note or ""
-    if rollout:
-        full = attention_rollout(attentions, residual=residual)[:n, :n]  # (n, n), over the whole text
-        data["rollout"] = np.round(full.astype(np.float64), DECIMALS).tolist()
+    full = attention_rollout(attentions, residual=residual) if rollout else None  # (T, T), the whole text
+    if full is not None:
+        data["rollout"] = np.round(full[:n, :n].astype(np.float64), DECIMALS).tolist()
+    data["text"] = _text_tab(tokens, attentions, pooling=pooling, rollout=full, attributions=attributions or {})
     title = title or "attention"
     page, style, script = _assets()
     values = {
@@ -135,9 +159,69 @@ def _json(data: dict) -> str:
     return text
 
 
+def _text_tab(
+    tokens: Sequence[str],
+    attentions: Sequence[np.ndarray | torch.Tensor],
+    *,
+    pooling: str,
+    rollout: np.ndarray | None,
+    attributions: Mapping[str, Sequence[float]],
+) -> dict:
+    """The text tab's data, over the whole text: its words, and per series (each layer's head mean, each head,
+    the rollout, each attribution method) one value per word, the pooled row's weights summed over a word's
+    pieces (attributions summed alike)."""
+    words = join_pieces(tokens)
+
+    def per_word(values) -> list[float]:
+        return [float(f"{v:.4g}") for v in word_values(values, words)]
+
+    series = [
+        {
+            "id": f"layer-{layer}",
+            "group": "mean of heads",
+            "label": f"layer {layer}",
+            "values": per_word(pooled_row(w, pooling)),
+        }
+        for layer, w in enumerate(attentions)
+    ]
+    for layer, w in enumerate(attentions):
+        series += [
+            {"id": f"layer-{layer}-head-{h}", "group": f"layer {layer}", "label": f"layer {layer}, head {h}",
+             "values": per_word(pooled_row(w[h], pooling))}
+            for h in range(w.shape[0])
+        ]  # fmt: skip
+    if rollout is not None:
+        series.append({"id": "rollout", "group": "all layers", "label": "rollout", "values": per_word(
+            pooled_rollout(rollout, pooling))})  # fmt: skip
+    for m, values in attributions.items():
+        series.append({"id": f"method-{m}", "group": "word attributions", "method": m, "signed": True,
+                       "values": per_word(values)})  # fmt: skip
+    return {
+        "words": [w.text for w in words],
+        "pieces": [len(w.tokens) for w in words],
+        "first": int(bool(tokens) and tokens[0] == "[CLS]"),  # not a word of the text: its share is stated apart
+        "pooling": pooling,
+        "pooled": POOLED_ROW[pooling],
+        "reads": READS[pooling],
+        "series": series,
+        "default": f"layer-{len(attentions) - 1}",
+    }
+
+
 @functools.lru_cache(maxsize=1)
 def _assets() -> tuple[str, str, str]:
-    """The page's template, style sheet and script: package data beside this module (page.html, page.css,
-    page.js), read once, inlined into every page so that it opens offline."""
-    folder = resources.files(__package__)
-    return tuple(folder.joinpath(f"page.{kind}").read_text(encoding="utf-8") for kind in ("html", "css", "js"))
+    """The page's template, style sheet and script (package data in page/), read once, inlined into every page
+    so that it opens offline: the ES modules joined in the order of MODULES into one function scope."""
+    folder = resources.files(__package__).joinpath("page")
+    parts = []
+    for i, name in enumerate(MODULES):
+        source = folder.joinpath(f"{name}.js").read_text(encoding="utf-8")
+        late = [m for m in IMPORT.findall(source) if m not in MODULES[:i]]
+        if late:
+            raise RuntimeError(f"page/{name}.js imports {late}, which html.MODULES does not put before it")
+        body = re.sub(r"^export ", "", IMPORT.sub("", source), flags=re.MULTILINE)
+        if re.search(r"^\s*(import|export)\b", body, flags=re.MULTILINE):
+            raise RuntimeError(f"page/{name}.js: an import or export the joining does not read (one line each)")
+        parts.append(f"/* ---- page/{name}.js ---- */\n{body}")
+    script = '(() => {\n"use strict";\n' + "\n".join(parts) + "})();\n"
+    return tuple(folder.joinpath(f"page.{kind}").read_text(encoding="utf-8") for kind in ("html", "css")) + (script,)

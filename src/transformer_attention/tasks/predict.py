@@ -16,6 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from ..analysis.attributions import LABELS
 from ..analysis.faithfulness import Explained
 from ..analysis.run import explain_rows
 from ..data.tokenizer import load_tokenizer
@@ -92,7 +93,12 @@ def save_rollout_png(pred: Prediction, folder: Path, index: int, pooling: str = 
 
 
 def save_attention_page(
-    pred: Prediction, folder: Path, index: int, explained: Explained | None = None, removal: str = ""
+    pred: Prediction,
+    folder: Path,
+    index: int,
+    explained: Explained | None = None,
+    removal: str = "",
+    pooling: str = "cls",
 ) -> Path:
     """The interactive attention view of one prediction (every layer, head and the rollout) and, when `explained`,
     its word attributions with their faithfulness on this text: `<folder>/<index>.html`."""
@@ -108,7 +114,7 @@ def save_attention_page(
         }
     return save_attention_html(
         folder / f"{index:04d}.html", pred.tokens, pred.attentions, title=pred.text, caption=f"{pred.label} ({probs})",
-        **words,
+        pooling=pooling, method_labels=LABELS, **words,
     )  # fmt: skip
 
 
@@ -149,15 +155,14 @@ def main(cfg: DictConfig) -> list[Prediction]:
         rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
         explained, removal = explain_rows(module.net, rows, tok, cfg.get("analysis"))
     run = Path(cfg.paths.output_dir)
-    records = []
+    records, pooling = [], module.hparams.get("pooling", "cls")
     for i, p in enumerate(preds):
         record = p.to_dict()
         if "png" in formats:
             record["attention_png"] = [str(path) for path in save_attention_pngs(p, run / "attention", i)]
-            pooling = module.hparams.get("pooling", "cls")
             record["rollout_png"] = str(save_rollout_png(p, run / "attention", i, pooling=pooling))
         if "html" in formats:
-            record["attention_html"] = str(save_attention_page(p, run / "attention", i, explained[i], removal))
+            record["attention_html"] = str(save_attention_page(p, run / "attention", i, explained[i], removal, pooling))
         records.append(json.dumps(record, ensure_ascii=False) + "\n")
     atomic_write(run / "predictions.jsonl", "".join(records))
     for p in preds:

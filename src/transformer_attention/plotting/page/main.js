@@ -1,0 +1,97 @@
+/* The page's entry: tabs, the colour scale switch, the URL hash, the export button, and one draw() that
+   every change of state ends in. The hash picks the initial view: #layer=1&heads=0,2&token=4 (layer=rollout,
+   mean=1, key=3 to pin a key), view=model|text|words, scale=fixed|row|uniform, series=<a text tab choice>
+   (layer-1, layer-1-head-0, rollout, method-<name>), method=<name> for the word attributions tab. */
+import { data, state, L, T, H, onChange } from "./state.js";
+import { SVG_NS, byId, htmlNode } from "./dom.js";
+import { buildScaleSwitch, drawLegends } from "./scale.js";
+import { buildWords, drawWords, methods } from "./words.js";
+import { buildText, drawText, pickSeries } from "./text.js";
+import { buildHeadControls, buildTokens, drawHead, drawHeadControls } from "./head.js";
+import { buildModel, drawModel } from "./model.js";
+
+const VIEWS = ["head", "model", "text", "words"];
+const scaleSwitch = buildScaleSwitch();
+
+function draw() {
+  VIEWS.forEach((view) => {
+    byId(view + "-view").hidden = state.view !== view;
+    byId("mode-" + view).className = state.view === view ? "tab on" : "tab";
+  });
+  scaleSwitch.value = state.scale;
+  drawLegends();
+  drawHeadControls();
+  drawHead();
+  if (state.view === "model") { drawModel(); }
+  if (state.view === "text") { drawText(); }
+  if (state.view === "words") { drawWords(); }
+}
+
+function fromHash() {
+  window.location.hash.replace(/^#/, "").split("&").forEach((part) => {
+    const [key, value = ""] = part.split("="), t = Number(value);
+    if (key === "layer" && (value === "rollout" ? data.rollout : value !== "" && t >= 0 && t < L)) {
+      state.layer = value;
+    }
+    if (key === "mean") { state.mean = value === "1"; }
+    if (key === "view" && VIEWS.includes(value) && (value !== "words" || state.method)) { state.view = value; }
+    if (key === "method" && methods.includes(value)) { state.method = value; }
+    if (key === "scale" && value in data.names.scales) { state.scale = value; }
+    if (key === "series") { pickSeries(value); }
+    if ((key === "token" || key === "key") && value !== "" && t >= 0 && t < T) {
+      state.pin = { side: key === "key" ? "key" : "query", index: t };
+    }
+    if (key === "heads") {
+      const on = value.split(",").filter((v) => v !== "").map(Number);
+      state.heads = state.heads.map((_, h) => on.includes(h) && h < H);
+    }
+  });
+}
+
+/* The view on screen as a standalone SVG file (its markup in a foreignObject, the page's style inlined,
+   each canvas as a picture), saved by the browser's download. */
+function exportView() {
+  const view = byId(state.view + "-view"), box = view.getBoundingClientRect();
+  const copy = htmlNode("div", "", "", null);
+  [document.querySelector("h1"), document.querySelector(".caption"), view].forEach((node) => {
+    copy.appendChild(node.cloneNode(true));
+  });
+  const inputs = view.querySelectorAll("input, option"), canvases = view.querySelectorAll("canvas");
+  copy.querySelectorAll("input, option").forEach((node, i) => { /* what is ticked now, not what the page began with */
+    const on = inputs[i].checked || inputs[i].selected;
+    node.toggleAttribute(node.tagName === "OPTION" ? "selected" : "checked", Boolean(on));
+  });
+  copy.querySelectorAll("canvas").forEach((canvas, i) => {
+    const img = htmlNode("img", canvas.className, "", null);
+    img.setAttribute("src", canvases[i].toDataURL("image/png"));
+    img.setAttribute("style", canvases[i].getAttribute("style") + "; image-rendering: pixelated");
+    canvas.replaceWith(img);
+  });
+  copy.querySelectorAll(".export").forEach((node) => node.remove());
+  const style = document.querySelector("style").textContent;
+  const top = document.querySelector("h1").getBoundingClientRect().top;
+  const width = Math.ceil(Math.max(box.width, view.scrollWidth)), height = Math.ceil(box.bottom - top) + 16;
+  const body = new XMLSerializer().serializeToString(copy);
+  const svg = "<svg xmlns=\"" + SVG_NS + "\" width=\"" + width + "\" height=\"" + height +
+    "\"><foreignObject width=\"100%\" height=\"100%\"><div xmlns=\"" + document.documentElement.namespaceURI +
+    "\" style=\"font: 14px system-ui, sans-serif; background: #fff\"><style>" + style + "</style>" + body +
+    "</div></foreignObject></svg>";
+  const link = htmlNode("a", "", "", document.body);
+  link.setAttribute("download", (document.title || "attention") + " - " + state.view + " view.svg");
+  link.setAttribute("href", URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" })));
+  link.click();
+  link.remove();
+}
+
+buildHeadControls();
+buildTokens();
+buildModel();
+buildWords();
+buildText();
+VIEWS.forEach((view) => byId("mode-" + view).addEventListener("click", () => { state.view = view; draw(); }));
+scaleSwitch.addEventListener("change", () => { state.scale = scaleSwitch.value; draw(); });
+byId("export").addEventListener("click", exportView);
+fromHash();
+onChange(draw);
+window.addEventListener("hashchange", () => { fromHash(); draw(); });
+draw();

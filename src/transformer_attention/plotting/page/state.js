@@ -1,0 +1,30 @@
+/* The page's data (html.py inlines it as JSON: weights, words, and the names it shares with Python) and the
+   one state every view draws from. A view that changes the state calls changed(); main.js redraws. */
+
+export const data = JSON.parse(document.getElementById("attention-data").textContent);
+export const tokens = data.tokens;
+export const T = tokens.length;
+export const L = data.layers.length;
+export const H = data.layers[0].length;
+
+export const state = {
+  view: "head",
+  layer: "0",
+  heads: new Array(H).fill(true),
+  mean: false,
+  hover: null,
+  pin: { side: "query", index: 0 },
+  scale: data.names.scale,
+  series: null,
+  method: null,
+};
+
+const listeners = [];
+
+export function onChange(listener) {
+  listeners.push(listener);
+}
+
+export function changed() {
+  listeners.forEach((listener) => listener());
+}
