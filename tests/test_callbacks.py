@@ -150,7 +150,7 @@ def test_maps_logged_every_n_and_at_fit_end(fitted):
     acc = fitted.events
     tags = [t for t in acc.Tags()["images"] if t.startswith("~attention/")]  # after the curves in TensorBoard
     names = ["example_0", "example_1", "example_2", "text_0"]
-    expected = [f"~attention/{n}/{kind}" for n in names for kind in ("layer_0", "layer_1", "rollout")]
+    expected = [f"~attention/{n}/{kind}" for n in names for kind in ("layer_0", "layer_1", "rollout", "text")]
     assert sorted(tags) == sorted(expected)
     for tag in tags:  # validation 0, not 1 (every 2nd), then the end of fit; never the sanity check (step 0)
         assert [e.step for e in acc.Images(tag)] == [steps_per_epoch, 2 * steps_per_epoch]
@@ -209,7 +209,7 @@ def test_maps_and_predict_share_one_inference_path(fitted, monkeypatch):
     maps.log_maps(fitted.trainer, module)
     maps.wait()  # the writer thread has written this call's images
     (p,) = predict(module, [text], need_weights=True)
-    grid, _ = maps.figures["text_0"]
+    _, grid, _ = maps.figures["text_0"]
     assert grid.labels == p.tokens
     assert len(drawn) == len(p.attentions)
     for (weights, status), expected in zip(drawn, p.attentions, strict=True):

@@ -15,10 +15,13 @@ from transformer_attention.plotting import (
     RolloutBars,
     attention_window,
     figure_to_array,
+    key_window,
     plot_attention,
     plot_confusion_matrix,
     plot_rollout,
     save_attention_png,
+    scaled,
+    window_labels,
 )
 from transformer_attention.plotting.style import CARD_PX, CMAP, colors
 
@@ -91,12 +94,17 @@ def query_labels(fig, ax) -> list[str]:
 
 def test_single_map_pixels_match_weights_and_labels():
     w = hand_built()
-    fig = plot_attention(TOKENS, w, title="hand built")
+    fig = plot_attention(TOKENS, w, title="hand built", scale="fixed")
     image = figure_to_array(fig)
     ax = fig.axes[0]
     assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
     assert brightest_cell(fig, ax, image) == (0, 4)
     np.testing.assert_allclose(decode_cells(fig, ax, image, len(TOKENS), 1.0), w, atol=2 / 255)  # the 0-1 scale
+    for scale in ("row", "uniform"):  # the default, uniform: w·n / (w·n + 1), so 1/n is drawn at half
+        fig = plot_attention(TOKENS, w, title="hand built", scale=scale)
+        decoded = decode_cells(fig, fig.axes[0], figure_to_array(fig), len(TOKENS), 1.0)
+        np.testing.assert_allclose(decoded, scaled(w, scale), atol=2 / 255)
+    assert "uniform scale" in " ".join(t.get_text() for t in plot_attention(TOKENS, w).texts)
     assert key_labels(fig, ax) == TOKENS  # keys across
     assert query_labels(fig, ax) == TOKENS  # queries down, [CLS] on top
     assert ax.get_ylim()[0] > ax.get_ylim()[1]  # row 0 drawn at the top
@@ -106,7 +114,7 @@ def test_single_map_pixels_match_weights_and_labels():
 def test_head_grid_each_panel_shows_its_head():
     peaks = [(0, 4), (3, 1), (5, 5)]
     w = torch.tensor(np.stack([hand_built(peak=p, seed=i) for i, p in enumerate(peaks)]), dtype=torch.float32)
-    fig = plot_attention(TOKENS, w)  # a tensor works as well as an array
+    fig = plot_attention(TOKENS, w, scale="fixed")  # a tensor works as well as an array
     image = figure_to_array(fig)
     heads = fig.axes[:3]  # then the colour bar
     assert panel_titles(fig) == ["head 0", "head 1", "head 2"]
@@ -116,15 +124,27 @@ def test_head_grid_each_panel_shows_its_head():
         assert key_labels(fig, ax) == TOKENS
 
 
-def test_long_text_cut_to_a_window():
+def test_long_text_shows_the_keys_the_pooled_row_reads_most():
     tokens = ["[CLS]"] + [f"w{i}" for i in range(59)]
     w = np.full((2, 60, 60), 1 / 60)
-    fig = plot_attention(tokens, w, "long", max_tokens=10)
+    w[:, 0, 50] = w[:, 0, 20] = 0.3  # the [CLS] row reads w49 and w19 most: the review's end, not its start
+    fig = plot_attention(tokens, w, "long", max_tokens=7)
     ax = fig.axes[0]
-    assert key_labels(fig, ax) == tokens[:10]
-    assert "first 10 of 60 tokens" in titles(fig)[0]
-    shown, cut = attention_window(tokens, w, 10)
+    assert key_labels(fig, ax) == ["[CLS]", "\u2026w18", "w19", "w20", "\u2026w48", "w49", "w50"]  # gaps marked
+    assert "7 of 60 tokens: those the [CLS] row reads most" in " ".join(titles(fig))
+    mean = plot_attention(tokens, w, "long", max_tokens=7, pooling="mean")  # the mean of the rows: as even
+    assert key_labels(mean, mean.axes[0])[0] == "[CLS]" and "the mean of the rows" in " ".join(titles(mean))
+    shown, cut = attention_window(tokens, w, 10)  # the interactive page's cut: the first tokens
     assert shown == tokens[:10] and cut.shape == (2, 10, 10)
+
+
+def test_key_window_fits_and_keeps_neighbours():
+    shares = np.zeros(100)
+    shares[[10, 90, 91]] = [0.5, 0.3, 0.2]
+    assert key_window(shares, 8) == [0, 9, 10, 11, 89, 90, 91, 92]
+    assert key_window(shares[:5], 8) == [0, 1, 2, 3, 4]  # all of a short text
+    assert key_window(shares, 2) == [0, 10]  # the top key alone when its neighbours do not fit
+    assert window_labels(["a", "b", "c", "d"], [0, 2, 3]) == ["a", "\u2026c", "d"]
 
 
 @pytest.mark.parametrize("shape", [(6,), (2, 3, 6, 6), (6, 5)])
@@ -168,20 +188,22 @@ def luminance(image: np.ndarray) -> float:
 
 
 def test_one_colour_scale_everywhere():
-    """A map whose largest weight is 0.3 is drawn darker than one reaching 1.0: 0 to 1, not to each maximum."""
+    """On the fixed scale a map whose largest weight is 0.3 is drawn darker than one reaching 1.0: 0 to 1, not to
+    each maximum; every scale's colour bar runs through the same colours and names its scale."""
     low = np.full((6, 6), 0.05)
     low[:, 2] = 0.3
     high = np.zeros((6, 6))
     high[:, 2] = 1.0
     cells = []
     for w in (low, high):
-        fig = plot_attention(TOKENS, w)
+        fig = plot_attention(TOKENS, w, scale="fixed")
         image, ax = figure_to_array(fig), fig.axes[0]
+        assert "fixed scale: colour = weight, 0 to 1" in " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
         x, y = ax.transData.transform((2, 3))
         cells.append(image[int(round(image.shape[0] - y)), int(round(x))])
         ticks = [t.get_text() for t in fig.texts if t.get_position()[1] * fig.bbox.height < 50][:5]
         assert ticks == ["0.00", "0.25", "0.50", "0.75", "1.00"]  # the colour bar's, under it
-        row = image[-30]  # a row through the colour bar: runs from colors(0) to colors(1)
+        row = image[-50]  # a row through the colour bar: runs from colors(0) to colors(1)
         bar = row[(np.abs(row.astype(int) - 255).sum(axis=1) > 30)]
         np.testing.assert_array_equal(bar[0], colors(np.array([0.0]))[0])
         np.testing.assert_array_equal(bar[-1], colors(np.array([1.0]))[0])
@@ -230,7 +252,7 @@ def test_rollout_bars_show_the_shares():
 
 def test_the_mean_panel_is_the_heads_mean_and_left_out_for_one_head():
     two = np.stack([hand_built(peak=(0, 4)), hand_built(peak=(0, 1), seed=1)])  # (2, T, T)
-    fig = plot_attention(TOKENS, two, mean=True)
+    fig = plot_attention(TOKENS, two, mean=True, scale="fixed")
     panels = [ax.images[0].get_array() for ax in fig.axes if ax.images][:-1]  # the last image: the colour bar
     assert len(panels) == 3
     np.testing.assert_allclose(panels[2], two.mean(axis=0), atol=1e-6)
