@@ -11,11 +11,14 @@ import pytest
 import torch
 
 from transformer_attention.plotting import (
+    POOLED_ROW,
     AttentionGrid,
+    ReviewText,
     RolloutBars,
     attention_window,
     figure_to_array,
     key_window,
+    paragraphs,
     plot_attention,
     plot_confusion_matrix,
     plot_rollout,
@@ -23,7 +26,8 @@ from transformer_attention.plotting import (
     scaled,
     window_labels,
 )
-from transformer_attention.plotting.style import CARD_PX, CMAP, colors
+from transformer_attention.plotting import text as text_view
+from transformer_attention.plotting.style import CARD_PX, CMAP, colors, font
 
 TOKENS = ["[CLS]", "the", "plot", "is", "not", "good"]
 
@@ -258,3 +262,55 @@ def test_the_mean_panel_is_the_heads_mean_and_left_out_for_one_head():
     np.testing.assert_allclose(panels[2], two.mean(axis=0), atol=1e-6)
     one = plot_attention(TOKENS, two[:1], mean=True)  # a mean of one head would repeat it
     assert len([ax for ax in one.axes if ax.images]) == 2
+
+
+def word_box_colours(view: ReviewText, pixels: np.ndarray, paragraph: int) -> np.ndarray:
+    """The colour of each word's box in `paragraph`, read at its top-left inner corner (no letter there)."""
+    top = view.head + paragraph * view.block + text_view.LABEL_PX
+    return np.array([pixels[top + line * text_view.LINE_PX + 1, x + 1] for x, line, _ in view.boxes])
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_text_view_shades_each_word_by_the_pooled_row(pooling):
+    """[CLS] pooling shades by the [CLS] row, mean pooling by the mean of the rows, and the colour bar says which;
+    word pieces are joined into one word whose weight is the sum of its pieces'."""
+    tokens = ["[CLS]", "the", "act", "##ing", "is", "not", "wonder", "##ful"]
+    rng = np.random.default_rng(1)
+    layer = rng.dirichlet(np.ones(8) * 0.5, size=(2, 8))  # (H, T, T), rows sum to 1
+    rows, labels = paragraphs([layer], pooling)  # layer 0's pooled row (mean of heads), then the rollout
+    assert labels == ["layer 0 \u00b7 mean of heads", "rollout through 1 layer"]
+    expected_row = layer.mean(axis=0)[0] if pooling == "cls" else layer.mean(axis=0).mean(axis=0)
+    np.testing.assert_allclose(rows[0], expected_row, atol=1e-6)
+    view = ReviewText(tokens, len(rows), "a review", pooling=pooling, scale="fixed")
+    assert [w.text for w in view.words] == ["[CLS]", "the", "acting", "is", "not", "wonderful"]
+    pixels = view.render(rows, labels)
+    assert pixels.shape[1] <= CARD_PX  # shown at actual size in TensorBoard's card
+    e = expected_row
+    summed = np.array([e[0], e[1], e[2:4].sum(), e[4], e[5], e[6:].sum()])  # acting, wonderful: two pieces each
+    np.testing.assert_array_equal(word_box_colours(view, pixels, 0), colors(summed))
+    said = " ".join(t.get_text() for t in view.fig.texts).replace("\n", " ")
+    assert POOLED_ROW[pooling] in said and "word pieces joined, weights summed" in said and "fixed scale" in said
+    other = "mean" if pooling == "cls" else "cls"
+    assert POOLED_ROW[other] not in said
+
+
+def test_text_view_holds_a_whole_imdb_review_legibly():
+    """512 tokens wrap into the card's width; every word gets a box inside the image; the words are 12 px text
+    with capitals 9 px high at the card's scale (1: the image is no wider than the card)."""
+    rng = np.random.default_rng(0)
+    tokens = ["[CLS]"] + [str(rng.choice(["a", "film", "wonder", "##ful", "not", "terribly", "."])) for _ in range(511)]
+    rows = rng.dirichlet(np.ones(512), size=2)
+    view = ReviewText(tokens, 2, "long", pooling="mean")
+    pixels = view.render(rows, ["layer 0", "rollout"])
+    assert pixels.shape[1] == CARD_PX and all(x + w <= CARD_PX for x, _, w in view.boxes)
+    assert view.head + 2 * view.block <= pixels.shape[0]  # every line of both paragraphs, above the colour bar
+    left, top, right, bottom = font(text_view.TEXT_PX).getbbox("H")
+    assert bottom - top >= 8  # capital letters' height in px, at the card's width
+
+
+def test_grid_of_18_tokens_fits_the_card_in_one_column():
+    """Two columns of an 18-token text would be shrunk by the card: one column keeps 11 px cells, 9 px labels."""
+    tokens = ["[CLS]"] + [f"word{i}" for i in range(17)]
+    grid = AttentionGrid(tokens, [f"head {h}" for h in range(4)] + ["mean"], "t")
+    pixels = grid.render(np.full((5, 18, 18), 1 / 18))
+    assert pixels.shape[1] <= CARD_PX and grid.cell >= 11

@@ -232,6 +232,7 @@ def test_predict_entry_from_a_checkpoint_alone(trained, tmp_path: Path):
         (png,) = r["attention_png"]  # TINY: one layer
         assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert Path(r["rollout_png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert Path(r["text_png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the words shaded by the pooled row
     assert len(list((run_dir / "attention").glob("*_layer*.png"))) == len(SENTENCES)
     assert len(list((run_dir / "attention").glob("*_rollout.png"))) == len(SENTENCES)
 
