@@ -28,7 +28,7 @@ def series(rows: list[dict[str, float]], name: str) -> list[tuple[int, float]]:
 
 
 def tensorboard_scalars(run: Path) -> EventAccumulator:
-    acc = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0, "images": 0})
+    acc = EventAccumulator(str(run), size_guidance={"scalars": 0, "images": 0})
     acc.Reload()
     return acc
 
