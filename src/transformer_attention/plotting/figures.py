@@ -71,7 +71,7 @@ class AttentionGrid:
             return (CARD_PX - 8 - margin - (cols - 1) * GAP_PX) / (cols * n)
 
         cols = min(ncols, P)
-        while cols > 1 and budget(cols) < CELL_PX[0]:  # fewer columns rather than an image the card shrinks
+        while cols > 1 and budget(cols) < 0.95 * CELL_PX[0]:  # fewer columns than an image the card shrinks > 5%
             cols -= 1
         rows = math.ceil(P / cols)
         self.cell = cell = int(min(CELL_PX[1], max(CELL_PX[0], budget(cols))))
