@@ -110,16 +110,14 @@ def shoot(chrome: Chromium, url: str, out: Path, ready: list[str], act=None, set
     print(f"wrote {out}")
 
 
-def images(chrome: Chromium, kind: str = "layer_0") -> None:
-    """IMAGES: one example of one run, scrolled until its `kind` image (and colour bar) is all in view."""
+def images(chrome: Chromium) -> None:
+    """IMAGES: one example of one run, its cards side by side at their tops (map, rollout, text), as it opens."""
     type_into(chrome, "tags", IMAGES["tags"])
     type_into(chrome, "runs", IMAGES["runs"])
-    tag = json.dumps(f"~attention/{IMAGES['tags']}{kind}")
+    tag = json.dumps(f"~attention/{IMAGES['tags']}layer_0")
     first = f"deep(document).find(e => e.tagName === 'IMG' && e.getRootNode().host.tag === {tag} && e.offsetWidth)"
     chrome.wait_for(DEEP + f"!!{first} && {first}.complete && {first}.naturalHeight > 0", 60)
-    time.sleep(2)  # the loader shows another step's image first, then this one: a taller one
-    pane = "deep(document).find(e => e.matches('div.center'))"  # the dashboard's scrolling pane
-    chrome.js(DEEP + f"{pane}.scrollTop += {first}.getBoundingClientRect().bottom - innerHeight + 12")
+    time.sleep(2)  # the loader shows another step's image first, then this one
 
 
 def main() -> None:
@@ -147,10 +145,8 @@ def main() -> None:
         shoot(chrome, f"{url}/", args.out / "tensorboard_timeseries.png", TRAIN, settle=6)
         shoot(chrome, f"{url}/#scalars", args.out / "tensorboard_scalars.png", TRAIN)
         shoot(chrome, f"{url}/#hparams", args.out / "tensorboard_hparams.png", ["Trial ID"], act=metrics_fit)
-        tags = [f"~attention/{IMAGES['tags']}layer_0", f"~attention/{IMAGES['tags']}rollout"]
+        tags = [f"~attention/{IMAGES['tags']}{kind}" for kind in ("layer_0", "rollout", "text")]
         shoot(chrome, f"{url}/#images", args.out / "tensorboard_images.png", tags, act=images)
-        text = [f"~attention/{IMAGES['tags']}text"]
-        shoot(chrome, f"{url}/#images", args.out / "tensorboard_text.png", text, act=lambda c: images(c, "text"))
 
 
 if __name__ == "__main__":
