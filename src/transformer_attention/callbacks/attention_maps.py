@@ -232,13 +232,11 @@ class AttentionMapLogger(Callback):
         if self.figures.get(example.name, ([],))[0] != keep:
             title = example.title(names, keep, pooling)
             panels = [f"head {h}" for h in range(heads)] + (["mean of heads"] if self._with_mean(heads) else [])
-            shown = window_labels(tokens, keep)
+            shown, rollout = window_labels(tokens, keep), f"{title} \u00b7 attention rollout"
             grid = AttentionGrid(shown, panels, title, status=True, scale=self.scale)
-            bars = None
-            if self.rollout:
-                bars = RolloutBars(shown, f"{title} \u00b7 attention rollout", status=True, scale=self.scale)
-                bars.prepare()
-            grid.prepare()
+            bars = RolloutBars(shown, rollout, status=True, scale=self.scale) if self.rollout else None
+            for figure in (grid, bars) if bars is not None else (grid,):
+                figure.prepare()
             self.figures[example.name] = (keep, grid, bars)
         return self.figures[example.name][1:]
 
