@@ -42,7 +42,7 @@ from transformer_attention.training.builders import (
     build_model,
     instantiate_group,
 )
-from transformer_attention.training.hparams import flatten_config, log_hyperparameters, result_hparams
+from transformer_attention.training.hparams import RESULT_KEYS, flatten_config, log_hyperparameters, result_hparams
 
 
 def events(log_dir: Path) -> EventAccumulator:
@@ -71,7 +71,7 @@ def test_pick_examples_small_and_uneven_data():
 
 def test_flatten_config_for_hparams():
     flat = flatten_config({"model": {"d_model": 64, "opt": {"lr": 1e-3}}, "tags": [], "ckpt": None, "x": {}, "t": True})
-    assert flat == {"model.d_model": 64, "model.opt.lr": 1e-3, "tags": "[]", "ckpt": "None", "x": "{}", "t": "True"}
+    assert flat == {"model.d_model": 64, "model.opt.lr": 1e-3, "tags": "[]", "ckpt": "none", "x": "{}", "t": "True"}
 
 
 def test_nothing_to_show_is_an_error():
@@ -150,7 +150,7 @@ def test_maps_logged_every_n_and_at_fit_end(fitted):
     acc = fitted.events
     tags = [t for t in acc.Tags()["images"] if t.startswith("~attention/")]  # after the curves in TensorBoard
     names = ["example_0", "example_1", "example_2", "text_0"]
-    expected = [f"~attention/{n}/{kind}" for n in names for kind in ("layer_0", "layer_1", "rollout")]
+    expected = [f"~attention/{n}/{kind}" for n in names for kind in ("layer_0", "layer_1", "rollout", "text")]
     assert sorted(tags) == sorted(expected)
     for tag in tags:  # validation 0, not 1 (every 2nd), then the end of fit; never the sanity check (step 0)
         assert [e.step for e in acc.Images(tag)] == [steps_per_epoch, 2 * steps_per_epoch]
@@ -210,7 +210,7 @@ def test_maps_and_predict_share_one_inference_path(fitted, monkeypatch):
     maps.log_maps(fitted.trainer, module)
     maps.wait()  # the writer thread has written this call's images
     (p,) = predict(module, [text], need_weights=True)
-    grid, _ = maps.figures["text_0"]
+    _, grid, _ = maps.figures["text_0"]
     assert grid.labels == p.tokens
     assert len(drawn) == len(p.attentions)
     for (weights, status), expected in zip(drawn, p.attentions, strict=True):
@@ -238,9 +238,9 @@ def test_the_maps_run_the_model_through_the_one_forward_function(fitted, monkeyp
 
 
 def test_hparams_session_is_read_back_and_a_live_reader_keeps_following(tmp_path):
-    """The HPARAMS tab's data, as TensorBoard reads it: the settings that shape a result, overridden keys
-    first, no plumbing, no experiment summary (TensorBoard builds it from all runs), no placeholder value in
-    the scalar series; and a reader started mid-run still sees the later scalars."""
+    """The HPARAMS tab's data, as TensorBoard reads it: the settings that shape a result (the same columns in
+    every run, "none" where a run lacks one), no plumbing, no experiment summary (TensorBoard builds it from all
+    runs), no placeholder value in the scalar series; and a reader started mid-run still sees the later scalars."""
     lg = TensorBoardLogger(tmp_path, name=None, version="", default_hp_metric=False)
     config = {
         "model": {
@@ -269,17 +269,12 @@ def test_hparams_session_is_read_back_and_a_live_reader_keeps_following(tmp_path
     assert "_hparams_/experiment" not in content
     session = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
     hp = session.hparams
-    overrides = ["model.pooling=cls", "+callbacks.attention_maps.num_examples=4"]
-    assert list(result_hparams(config, overrides))[:2] == ["model.pooling", "callbacks.attention_maps.num_examples"]
-    assert set(hp) == {
-        "model.pooling",
-        "callbacks.attention_maps.num_examples",
-        "model.d_model",
-        "model.optimizer.lr",
+    assert list(result_hparams(config, columns=["callbacks.attention_maps.num_examples"]))[:2] == [
+        "callbacks.attention_maps.num_examples",  # a sweep's varied key leads
         "data.name",
-        "data.max_length",
-        "seed",
-    }
+    ]
+    assert set(hp) == {*RESULT_KEYS, "model.pooling", "model.d_model", "model.optimizer.lr"}  # the same in every run
+    assert hp["data.vocab_size"].string_value == "none"  # a setting this run lacks: a value all the same
     assert hp["model.d_model"].number_value == 64 and hp["model.optimizer.lr"].number_value == 1e-3
     assert hp["data.name"].string_value == "toy"
     assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 1  # the logger's own event file

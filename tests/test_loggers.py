@@ -28,7 +28,7 @@ def series(rows: list[dict[str, float]], name: str) -> list[tuple[int, float]]:
 
 
 def tensorboard_scalars(run: Path) -> EventAccumulator:
-    acc = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0, "images": 0})
+    acc = EventAccumulator(str(run), size_guidance={"scalars": 0, "images": 0})
     acc.Reload()
     return acc
 
@@ -153,3 +153,29 @@ def test_tensorboard_images_round_trip_with_their_description(tmp_path: Path):
         assert acc.SummaryMetadata(f"~{tag}").summary_description == f"the {tag} picture"
     assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
     assert [e.step for e in acc.Images("~late")] == [9]
+
+
+def test_the_readme_tensorboard_command_opens_the_training_runs_only():
+    """`tensorboard --logdir outputs/train`: each task's runs sit under outputs/<task_name>/ (Hydra's run and
+    sweep folders), and only train.py's task is `train`: evaluate, predict, pretraining and debug runs are not shown."""
+    import re
+
+    from conftest import ROOT
+    from omegaconf import OmegaConf
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert set(re.findall(r"^tensorboard --logdir (\S+)$", readme, flags=re.M)) == {"outputs/train"}
+    tasks = {
+        name: OmegaConf.load(ROOT / "conf" / f"{name}.yaml").task_name for name in ("train", "evaluate", "predict")
+    }
+    tasks["pretrain"] = OmegaConf.load(ROOT / "conf" / "pretrain.yaml").task_name
+    assert tasks == {"train": "train", "evaluate": "evaluate", "predict": "predict", "pretrain": "pretrain"}
+    for debug in (ROOT / "conf" / "debug").glob("*.yaml"):  # every debug config is, or starts from, debug/default
+        node = OmegaConf.load(debug)
+        assert node.get("task_name") == "debug" or "default" in (node.get("defaults") or []), debug.name
+    hydra = OmegaConf.load(ROOT / "conf" / "hydra" / "default.yaml")
+    for folder in ("run", "sweep"):  # as written, not resolved
+        assert OmegaConf.to_container(hydra[folder])["dir"].startswith("${paths.log_dir}/${task_name}/")
+    assert OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "paths" / "default.yaml"))["log_dir"] == (
+        "${paths.root_dir}/outputs"
+    )

@@ -11,16 +11,23 @@ import pytest
 import torch
 
 from transformer_attention.plotting import (
+    POOLED_ROW,
     AttentionGrid,
+    ReviewText,
     RolloutBars,
     attention_window,
     figure_to_array,
+    key_window,
+    paragraphs,
     plot_attention,
     plot_confusion_matrix,
     plot_rollout,
     save_attention_png,
+    scaled,
+    window_labels,
 )
-from transformer_attention.plotting.style import CARD_PX, CMAP, colors
+from transformer_attention.plotting import text as text_view
+from transformer_attention.plotting.style import CARD_PX, CMAP, colors, font
 
 TOKENS = ["[CLS]", "the", "plot", "is", "not", "good"]
 
@@ -91,12 +98,17 @@ def query_labels(fig, ax) -> list[str]:
 
 def test_single_map_pixels_match_weights_and_labels():
     w = hand_built()
-    fig = plot_attention(TOKENS, w, title="hand built")
+    fig = plot_attention(TOKENS, w, title="hand built", scale="fixed")
     image = figure_to_array(fig)
     ax = fig.axes[0]
     assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
     assert brightest_cell(fig, ax, image) == (0, 4)
     np.testing.assert_allclose(decode_cells(fig, ax, image, len(TOKENS), 1.0), w, atol=2 / 255)  # the 0-1 scale
+    for scale in ("row", "uniform"):  # the default, uniform: w·n / (w·n + 1), so 1/n is drawn at half
+        fig = plot_attention(TOKENS, w, title="hand built", scale=scale)
+        decoded = decode_cells(fig, fig.axes[0], figure_to_array(fig), len(TOKENS), 1.0)
+        np.testing.assert_allclose(decoded, scaled(w, scale), atol=2 / 255)
+    assert "uniform scale" in " ".join(t.get_text() for t in plot_attention(TOKENS, w).texts)
     assert key_labels(fig, ax) == TOKENS  # keys across
     assert query_labels(fig, ax) == TOKENS  # queries down, [CLS] on top
     assert ax.get_ylim()[0] > ax.get_ylim()[1]  # row 0 drawn at the top
@@ -106,7 +118,7 @@ def test_single_map_pixels_match_weights_and_labels():
 def test_head_grid_each_panel_shows_its_head():
     peaks = [(0, 4), (3, 1), (5, 5)]
     w = torch.tensor(np.stack([hand_built(peak=p, seed=i) for i, p in enumerate(peaks)]), dtype=torch.float32)
-    fig = plot_attention(TOKENS, w)  # a tensor works as well as an array
+    fig = plot_attention(TOKENS, w, scale="fixed")  # a tensor works as well as an array
     image = figure_to_array(fig)
     heads = fig.axes[:3]  # then the colour bar
     assert panel_titles(fig) == ["head 0", "head 1", "head 2"]
@@ -116,15 +128,27 @@ def test_head_grid_each_panel_shows_its_head():
         assert key_labels(fig, ax) == TOKENS
 
 
-def test_long_text_cut_to_a_window():
+def test_long_text_shows_the_keys_the_pooled_row_reads_most():
     tokens = ["[CLS]"] + [f"w{i}" for i in range(59)]
     w = np.full((2, 60, 60), 1 / 60)
-    fig = plot_attention(tokens, w, "long", max_tokens=10)
+    w[:, 0, 50] = w[:, 0, 20] = 0.3  # the [CLS] row reads w49 and w19 most: the review's end, not its start
+    fig = plot_attention(tokens, w, "long", max_tokens=7)
     ax = fig.axes[0]
-    assert key_labels(fig, ax) == tokens[:10]
-    assert "first 10 of 60 tokens" in titles(fig)[0]
-    shown, cut = attention_window(tokens, w, 10)
+    assert key_labels(fig, ax) == ["[CLS]", "\u2026w18", "w19", "w20", "\u2026w48", "w49", "w50"]  # gaps marked
+    assert "7 of 60 tokens: those the [CLS] row reads most" in " ".join(titles(fig))
+    mean = plot_attention(tokens, w, "long", max_tokens=7, pooling="mean")  # the mean of the rows: as even
+    assert key_labels(mean, mean.axes[0])[0] == "[CLS]" and "the mean of the rows" in " ".join(titles(mean))
+    shown, cut = attention_window(tokens, w, 10)  # the interactive page's cut: the first tokens
     assert shown == tokens[:10] and cut.shape == (2, 10, 10)
+
+
+def test_key_window_fits_and_keeps_neighbours():
+    shares = np.zeros(100)
+    shares[[10, 90, 91]] = [0.5, 0.3, 0.2]
+    assert key_window(shares, 8) == [0, 9, 10, 11, 89, 90, 91, 92]
+    assert key_window(shares[:5], 8) == [0, 1, 2, 3, 4]  # all of a short text
+    assert key_window(shares, 2) == [0, 10]  # the top key alone when its neighbours do not fit
+    assert window_labels(["a", "b", "c", "d"], [0, 2, 3]) == ["a", "\u2026c", "d"]
 
 
 @pytest.mark.parametrize("shape", [(6,), (2, 3, 6, 6), (6, 5)])
@@ -168,20 +192,22 @@ def luminance(image: np.ndarray) -> float:
 
 
 def test_one_colour_scale_everywhere():
-    """A map whose largest weight is 0.3 is drawn darker than one reaching 1.0: 0 to 1, not to each maximum."""
+    """On the fixed scale a map whose largest weight is 0.3 is drawn darker than one reaching 1.0: 0 to 1, not to
+    each maximum; every scale's colour bar runs through the same colours and names its scale."""
     low = np.full((6, 6), 0.05)
     low[:, 2] = 0.3
     high = np.zeros((6, 6))
     high[:, 2] = 1.0
     cells = []
     for w in (low, high):
-        fig = plot_attention(TOKENS, w)
+        fig = plot_attention(TOKENS, w, scale="fixed")
         image, ax = figure_to_array(fig), fig.axes[0]
+        assert "fixed scale: colour = weight, 0 to 1" in " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
         x, y = ax.transData.transform((2, 3))
         cells.append(image[int(round(image.shape[0] - y)), int(round(x))])
         ticks = [t.get_text() for t in fig.texts if t.get_position()[1] * fig.bbox.height < 50][:5]
         assert ticks == ["0.00", "0.25", "0.50", "0.75", "1.00"]  # the colour bar's, under it
-        row = image[-30]  # a row through the colour bar: runs from colors(0) to colors(1)
+        row = image[-50]  # a row through the colour bar: runs from colors(0) to colors(1)
         bar = row[(np.abs(row.astype(int) - 255).sum(axis=1) > 30)]
         np.testing.assert_array_equal(bar[0], colors(np.array([0.0]))[0])
         np.testing.assert_array_equal(bar[-1], colors(np.array([1.0]))[0])
@@ -230,9 +256,61 @@ def test_rollout_bars_show_the_shares():
 
 def test_the_mean_panel_is_the_heads_mean_and_left_out_for_one_head():
     two = np.stack([hand_built(peak=(0, 4)), hand_built(peak=(0, 1), seed=1)])  # (2, T, T)
-    fig = plot_attention(TOKENS, two, mean=True)
+    fig = plot_attention(TOKENS, two, mean=True, scale="fixed")
     panels = [ax.images[0].get_array() for ax in fig.axes if ax.images][:-1]  # the last image: the colour bar
     assert len(panels) == 3
     np.testing.assert_allclose(panels[2], two.mean(axis=0), atol=1e-6)
     one = plot_attention(TOKENS, two[:1], mean=True)  # a mean of one head would repeat it
     assert len([ax for ax in one.axes if ax.images]) == 2
+
+
+def word_box_colours(view: ReviewText, pixels: np.ndarray, paragraph: int) -> np.ndarray:
+    """The colour of each word's box in `paragraph`, read at its top-left inner corner (no letter there)."""
+    top = view.head + paragraph * view.block + text_view.LABEL_PX
+    return np.array([pixels[top + line * text_view.LINE_PX + 1, x + 1] for x, line, _ in view.boxes])
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_text_view_shades_each_word_by_the_pooled_row(pooling):
+    """[CLS] pooling shades by the [CLS] row, mean pooling by the mean of the rows, and the colour bar says which;
+    word pieces are joined into one word whose weight is the sum of its pieces'."""
+    tokens = ["[CLS]", "the", "act", "##ing", "is", "not", "wonder", "##ful"]
+    rng = np.random.default_rng(1)
+    layer = rng.dirichlet(np.ones(8) * 0.5, size=(2, 8))  # (H, T, T), rows sum to 1
+    rows, labels = paragraphs([layer], pooling)  # layer 0's pooled row (mean of heads), then the rollout
+    assert labels == ["layer 0 \u00b7 mean of heads", "rollout through 1 layer"]
+    expected_row = layer.mean(axis=0)[0] if pooling == "cls" else layer.mean(axis=0).mean(axis=0)
+    np.testing.assert_allclose(rows[0], expected_row, atol=1e-6)
+    view = ReviewText(tokens, len(rows), "a review", pooling=pooling, scale="fixed")
+    assert [w.text for w in view.words] == ["[CLS]", "the", "acting", "is", "not", "wonderful"]
+    pixels = view.render(rows, labels)
+    assert pixels.shape[1] <= CARD_PX  # shown at actual size in TensorBoard's card
+    e = expected_row
+    summed = np.array([e[0], e[1], e[2:4].sum(), e[4], e[5], e[6:].sum()])  # acting, wonderful: two pieces each
+    np.testing.assert_array_equal(word_box_colours(view, pixels, 0), colors(summed))
+    said = " ".join(t.get_text() for t in view.fig.texts).replace("\n", " ")
+    assert POOLED_ROW[pooling] in said and "word pieces joined, weights summed" in said and "fixed scale" in said
+    other = "mean" if pooling == "cls" else "cls"
+    assert POOLED_ROW[other] not in said
+
+
+def test_text_view_holds_a_whole_imdb_review_legibly():
+    """512 tokens wrap into the card's width; every word gets a box inside the image; the words are 12 px text
+    with capitals 9 px high at the card's scale (1: the image is no wider than the card)."""
+    rng = np.random.default_rng(0)
+    tokens = ["[CLS]"] + [str(rng.choice(["a", "film", "wonder", "##ful", "not", "terribly", "."])) for _ in range(511)]
+    rows = rng.dirichlet(np.ones(512), size=2)
+    view = ReviewText(tokens, 2, "long", pooling="mean")
+    pixels = view.render(rows, ["layer 0", "rollout"])
+    assert pixels.shape[1] == CARD_PX and all(x + w <= CARD_PX for x, _, w in view.boxes)
+    assert view.head + 2 * view.block <= pixels.shape[0]  # every line of both paragraphs, above the colour bar
+    left, top, right, bottom = font(text_view.TEXT_PX).getbbox("H")
+    assert bottom - top >= 8  # capital letters' height in px, at the card's width
+
+
+def test_grid_of_18_tokens_fits_the_card_in_one_column():
+    """Two columns of an 18-token text would be shrunk by the card: one column keeps 11 px cells, 9 px labels."""
+    tokens = ["[CLS]"] + [f"word{i}" for i in range(17)]
+    grid = AttentionGrid(tokens, [f"head {h}" for h in range(4)] + ["mean"], "t")
+    pixels = grid.render(np.full((5, 18, 18), 1 / 18))
+    assert pixels.shape[1] <= CARD_PX and grid.cell >= 11

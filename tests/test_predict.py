@@ -232,6 +232,7 @@ def test_predict_entry_from_a_checkpoint_alone(trained, tmp_path: Path):
         (png,) = r["attention_png"]  # TINY: one layer
         assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert Path(r["rollout_png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert Path(r["text_png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the words shaded by the pooled row
     assert len(list((run_dir / "attention").glob("*_layer*.png"))) == len(SENTENCES)
     assert len(list((run_dir / "attention").glob("*_rollout.png"))) == len(SENTENCES)
 
@@ -279,7 +280,7 @@ def test_evaluate_reproduces_the_training_test_metrics(trained, tmp_path: Path):
     """train.py tested its best checkpoint; evaluate.py on that file alone prints the same numbers."""
     run, train_metrics = trained
     (best,) = (run / "checkpoints").glob("epoch_*.ckpt")
-    training_logs = sorted((run / "tensorboard").iterdir())
+    training_logs = sorted(run.glob("events.out.tfevents.*"))
     log_dir = tmp_path / "outputs"
     data_overrides = [o for o in TINY if o.startswith("data.")]
     proc = run_entry(
@@ -296,5 +297,5 @@ def test_evaluate_reproduces_the_training_test_metrics(trained, tmp_path: Path):
     for name in ("test/acc", "test/f1", "test/loss"):
         assert metrics[name] == train_metrics[name], name
     (run_dir,) = run_dirs(log_dir, "evaluate")  # its own folder; the training run's logs are untouched
-    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
-    assert sorted((run / "tensorboard").iterdir()) == training_logs
+    assert list(run_dir.glob("events.out.tfevents.*"))
+    assert sorted(run.glob("events.out.tfevents.*")) == training_logs

@@ -182,7 +182,7 @@ def test_pretrain_entry_then_train_from_it_and_from_the_cache(tmp_path: Path):
     proc = run_entry("pretrain.py", *PRETRAIN_PY, log_dir)
     (run,) = run_dirs(tmp_path / "outputs", "pretrain")
     (ckpt,) = (run / "checkpoints").glob("mlm_*.ckpt")
-    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+    assert list(run.glob("events.out.tfevents.*"))
     assert (run / "config_tree.log").is_file()
     assert f"model.init_from={ckpt}" in proc.stdout
     trained = run_entry("train.py", *TRAIN_PY, log_dir, f"model.init_from={ckpt}", "trainer.limit_train_batches=2")

@@ -42,10 +42,10 @@ runpy.run_path({train!r}, run_name="__main__")
 """
 
 
-def logged_steps(run: Path, tag: str = "train/loss_step") -> list[int]:
+def logged_steps(run: Path, tag: str = "~train/loss_step") -> list[int]:
     """The steps of `tag` across every event file of the run's TensorBoard folder, in file order."""
     steps = []
-    for events in sorted((run / "tensorboard").glob("events.out.tfevents.*"), key=lambda p: p.stat().st_mtime):
+    for events in sorted(run.glob("events.out.tfevents.*"), key=lambda p: p.stat().st_mtime):
         acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
         acc.Reload()
         if tag in acc.Tags()["scalars"]:

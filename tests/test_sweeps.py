@@ -60,7 +60,7 @@ def job_config(job: Path) -> dict:
 
 def assert_complete_job(job: Path) -> None:
     assert list((job / "checkpoints").glob("*.ckpt")), job
-    assert list((job / "tensorboard").glob("events.out.tfevents.*")), job
+    assert list(job.glob("events.out.tfevents.*")), job
     assert (job / ".hydra" / "config.yaml").is_file() and (job / "config_tree.log").is_file(), job
 
 
@@ -280,7 +280,7 @@ def test_pruning_stops_a_hopeless_trial_and_keeps_its_folder(tmp_path: Path):
     assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.PRUNED] * 2
     for t in trials:
         job = job_dir(folder, t.number)
-        assert (job / ".hydra" / "config.yaml").is_file() and list((job / "tensorboard").glob("events.*")), job
+        assert (job / ".hydra" / "config.yaml").is_file() and list(job.glob("events.*")), job
         pruned = t.state == TrialState.PRUNED
         assert sorted(t.intermediate_values) == ([0] if pruned else [0, 1])  # val/acc after each epoch it ran
     assert trials[1].intermediate_values[0] < trials[0].intermediate_values[0]
@@ -305,7 +305,7 @@ def test_optuna_with_the_joblib_launcher_reports_from_the_worker_processes(tmp_p
     for t in trials:
         assert_complete_job(job_dir(folder, t.number))
         assert sorted(t.intermediate_values) == [0, 1]  # reported by the job's own process to its trial
-    pids = [{p.name.split(".")[-2] for p in (job_dir(folder, n) / "tensorboard").glob("events.*")} for n in (0, 1)]
+    pids = [{p.name.split(".")[-2] for p in job_dir(folder, n).glob("events.*")} for n in (0, 1)]
     assert pids[0] != pids[1]  # each trial in its own worker process
 
 
@@ -376,7 +376,7 @@ def test_joblib_launcher_runs_two_jobs_in_parallel_processes(tmp_path: Path):
     jobs = [job_dir(sweep, 0), job_dir(sweep, 1)]
     for job in jobs:
         assert_complete_job(job)
-    pids = [{p.name.split(".")[-2] for p in (job / "tensorboard").glob("events.out.tfevents.*")} for job in jobs]
+    pids = [{p.name.split(".")[-2] for p in job.glob("events.out.tfevents.*")} for job in jobs]
     assert all(len(p) == 1 for p in pids) and pids[0] != pids[1]  # each job in its own worker process
     start = [(job / ".hydra" / "config.yaml").stat().st_mtime for job in jobs]
     end = [max(p.stat().st_mtime for p in (job / "checkpoints").iterdir()) for job in jobs]

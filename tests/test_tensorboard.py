@@ -41,13 +41,13 @@ def sweep(tmp_path_factory) -> tuple[Path, list[Path]]:
         f"model.num_heads={','.join(map(str, HEADS))}",
         f"paths.log_dir={log_dir}",
     )
-    jobs = sorted(p.parent for p in log_dir.glob("train/multiruns/*/*/tensorboard"))
+    jobs = sorted({p.parent for p in log_dir.glob("train/multiruns/*/*/events.out.tfevents.*")})
     assert len(jobs) == len(HEADS), jobs
     return log_dir, jobs
 
 
 def read_events(run_dir: Path) -> EventAccumulator:
-    acc = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"images": 0, "scalars": 0, "tensors": 0})
+    acc = EventAccumulator(str(run_dir), size_guidance={"images": 0, "scalars": 0, "tensors": 0})
     acc.Reload()
     return acc
 
@@ -73,12 +73,13 @@ def test_event_files_hold_maps_scalars_and_hparams(sweep, job):
 
     # scalars: epoch-end metrics are logged at the last batch's step (global_step - 1), twice; the curves (train,
     # val) under their names, everything else after them (`~test/...`): TIME SERIES opens the curves first
-    for name in ("train/loss_step", "train/acc", "val/loss", "val/acc", "val/f1", "train/lr"):
+    for name in ("~train/loss_step", "train/acc", "val/loss", "val/acc", "val/f1", "~train/lr"):
         assert name in tags["scalars"], name
     assert "epoch" not in tags["scalars"]  # Lightning's epoch series: metrics.csv keeps it
-    assert [t for t in tags["scalars"] if "lr" in t.split("/")[-1]] == ["train/lr"]  # one learning-rate curve
+    assert [t for t in tags["scalars"] if "lr" in t.split("/")[-1]] == ["~train/lr"]  # one learning-rate curve
+    assert sorted(t for t in tags["scalars"] if t.startswith("train/")) == ["train/acc", "train/loss_epoch"]  # 1 row
     assert all(t.startswith(("train/", "val/", "~")) for t in [*tags["scalars"], *tags["images"]])
-    lr = [e.value for e in acc.Scalars("train/lr")]
+    lr = [e.value for e in acc.Scalars("~train/lr")]
     assert len(lr) >= 2 and max(lr) > lr[-1] > 0  # one value per logged step, decaying (warmup, cosine)
     val_steps = [e.step for e in acc.Scalars("val/acc_best")]
     assert len(val_steps) == 2 and val_steps[0] > 0  # no placeholder value at step 0 from the hparams
@@ -132,6 +133,49 @@ def test_event_files_hold_maps_scalars_and_hparams(sweep, job):
     assert jobs[job].name.startswith(f"{job}_") and f"model.num_heads={HEADS[job]}" in jobs[job].name
 
 
+# ---- (a') HPARAMS' columns: the same in every run, the differing ones checked ---------------------------
+SINGLE = ["experiment=toy", "model.pooling=mean", "model.dropout=0.2"]  # and TINY's model and epochs
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory) -> Path:
+    """One `python train.py experiment=toy ...` run: its folder (TINY, no end-of-fit analysis)."""
+    log_dir = tmp_path_factory.mktemp("single") / "outputs"
+    run_entry("train.py", *TINY, *SINGLE, "callbacks.model_analysis=null", f"paths.log_dir={log_dir}")
+    (run,) = (log_dir / "train" / "runs").iterdir()
+    return run
+
+
+def hparams_of(run: Path) -> tuple[plugin_data_pb2.Experiment, dict]:
+    """The run's HPARAMS experiment (its columns) and its session's values, as TensorBoard reads them."""
+    content = read_events(run).PluginTagToContent("hparams")
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    session = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    return experiment, dict(session.session_start_info.hparams)
+
+
+def test_hparams_check_what_differs_and_every_run_has_every_column(sweep, single):
+    """A sweep checks what its jobs vary; a single run what its experiment and overrides change from the
+    defaults (TensorBoard checks the `differs` columns first); every run logs a value for every column, the
+    same columns in all runs (parallel coordinates drops a run without one); the two metrics lead."""
+    _, jobs = sweep
+    columns = []
+    for run, differing in [*((job, {"model.num_heads"}) for job in jobs), (single, None)]:
+        experiment, values = hparams_of(run)
+        names = [h.name for h in experiment.hparam_infos]
+        checked = [h.name for h in experiment.hparam_infos if h.differs]
+        if differing is None:  # TINY's model and epochs, then SINGLE's: the columns the defaults differ in
+            tiny = {"model.d_model", "model.num_heads", "model.num_layers", "model.dim_feedforward"}
+            differing = {*tiny, "trainer.max_epochs", "model.pooling", "model.dropout"}
+            assert values["model.pooling"].string_value == "mean" and values["trainer.max_epochs"].number_value == 1
+        assert set(checked) == differing and names[: len(checked)] == checked  # checked, and first
+        assert set(values) == set(names)  # a value for every column
+        assert values["data.path"].string_value == "none"  # unset: a value all the same
+        assert [m.display_name for m in experiment.metric_infos][:2] == ["val/acc_best", "test/acc"]
+        columns.append(sorted(names))
+    assert columns[0] == columns[1] == columns[2]  # the sweep's jobs and the single run: the same columns
+
+
 # ---- (b) a real tensorboard server ----------------------------------------------------------
 def free_port() -> int:
     with socket.socket() as s:
@@ -181,7 +225,7 @@ def server(sweep, tmp_path_factory):
 def test_server_serves_the_attention_images(sweep, server):
     log_dir, jobs = sweep
     tags = json.loads(fetch(f"{server}/data/plugin/images/tags"))
-    runs = {str((log_dir / run).parent) for run in tags}
+    runs = {str(log_dir / run) for run in tags}
     assert runs == {str(j) for j in jobs}  # one run per sweep job, named by its folder
     run = sorted(tags)[0]
     expected = {f"~attention/example_{i}/layer_{layer}" for i in range(EXAMPLES) for layer in range(LAYERS)}
@@ -192,7 +236,7 @@ def test_server_serves_the_attention_images(sweep, server):
     assert len(series) == 2 and series[0]["step"] < series[1]["step"]  # the slider: one image per epoch
     png = fetch(f"{server}/data/plugin/images/individualImage?{series[-1]['query']}")
     pixels = decode_png(png)
-    stored = read_events((log_dir / run).parent).Images("~attention/example_0/layer_1")[-1]
+    stored = read_events(log_dir / run).Images("~attention/example_0/layer_1")[-1]
     assert png == stored.encoded_image_string and pixels.shape == (stored.height, stored.width, 3)
     assert_not_blank(pixels)
 
@@ -224,6 +268,6 @@ def test_server_hparams_list_every_run_with_its_metrics(sweep, server):
         assert 0.0 <= values["val/acc_best"] <= 1.0 and 0.0 <= values["~test/acc"] <= 1.0
         assert group["name"].startswith(f"num_heads={group['hparams']['model.num_heads']:g} ")  # the Trial ID
         (session,) = group["sessions"]
-        acc = read_events((log_dir / session["name"]).parent)
+        acc = read_events(log_dir / session["name"])
         assert values["val/acc_best"] == pytest.approx(acc.Scalars("val/acc_best")[-1].value)
         assert values["~test/acc"] == pytest.approx(acc.Scalars("~test/acc")[-1].value)

@@ -48,7 +48,7 @@ def test_default_toy_run_is_accurate_and_writes_its_files(tmp_path: Path):
     (run,) = run_dirs(log_dir)
     ckpts = sorted(p.name for p in (run / "checkpoints").iterdir())
     assert "last.ckpt" in ckpts and any(c.startswith("epoch_") for c in ckpts)
-    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+    assert list(run.glob("events.out.tfevents.*"))
     assert (run / "tokenizer.json").is_file() and (run / ".hydra" / "config.yaml").is_file()
 
 

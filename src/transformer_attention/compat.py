@@ -94,13 +94,18 @@ def continue_csv_header(logger: object) -> None:
 # the first two only: with this project's names those would be `attention` (the maps, too small to read in a
 # card) and `test` (single numbers), with the loss and accuracy curves closed below. In TensorBoard alone,
 # every group but the curves' is written with a leading "~", which sorts after every letter: the curves open
-# first, the results and the pictures follow. HPARAMS shows the test metrics under their own names.
+# first, the results and the pictures follow. HPARAMS shows the test metrics under their own names. The two
+# step-level series (the loss at every step, the learning rate) go to `~train` too: with them the train group
+# filled two rows of a 1600 x 1000 window and pushed `val/acc` below the fold.
 CURVES = ("train", "val")
+STEP_SERIES = ("train/loss_step", "train/lr")
 
 
 def tensorboard_tag(tag: str) -> str:
-    """The tag TensorBoard gets for `tag`: `train/...` and `val/...` as they are, any other `~tag`."""
-    return tag if tag.split("/", 1)[0] in CURVES or tag.startswith("~") else f"~{tag}"
+    """The tag TensorBoard gets for `tag`: `train/...` (but `STEP_SERIES`) and `val/...` as they are, any other
+    `~tag`."""
+    curve = tag.split("/", 1)[0] in CURVES and tag not in STEP_SERIES
+    return tag if curve or tag.startswith("~") else f"~{tag}"
 
 
 # ---- torch's OpenMP threads on a crowded core -----------------------------------------------------

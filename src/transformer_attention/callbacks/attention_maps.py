@@ -5,10 +5,13 @@ Tags written (examples and layers count from 0, layer l is `ClassifierOutput.att
 
     attention/example_{i}/layer_{l}        image: a panel per head of layer l, then their mean, query x key
     attention/example_{i}/rollout          image: each input token's share in the pooled vector, all layers
+    attention/example_{i}/text             image: the review's words shaded by the pooled row, a paragraph per
+                                           layer (mean of heads), then the rollout (and top heads, `text_heads`)
     attention/text_{j}/...                 the same for AttentionMapLogger(texts=[...])
     attention/examples                     text: a table of tag, text, true label and prediction
 
-Shapes: H heads, T an example's tokens, n = min(T, max_tokens) the tokens shown.
+Shapes: H heads, T an example's tokens, n = min(T, max_tokens) the tokens a map shows (`key_window`: the keys
+the pooled row reads most through all layers, with their neighbours, when T > max_tokens).
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from lightning.pytorch.callbacks import Callback
 
 from ..inference import infer
 from ..plotting import AttentionGrid, RolloutBars, attention_rollout, pooled_rollout, save_attention_html
-from ..plotting.style import MAX_TOKENS
+from ..plotting.scales import DEFAULT_SCALE, check_scale
+from ..plotting.text import ReviewText, paragraphs
+from ..plotting.windows import key_window, window_labels
+from ..plotting.words import POOLED_ROW
 from .examples import Example, Logged, choose_examples, label_names, table_cell
 from .sinks import ImageWriter, image_loggers, log_text
 
@@ -37,17 +43,19 @@ class AttentionMapLogger(Callback):
     the attention rollout of each (tags in this module's docstring), at the global step; the examples' texts,
     true labels and predictions go to the TEXT tab.
 
+    Colours follow `scale` (plotting/scales.py), stated on every colour bar. A text longer than `max_tokens`
+    shows the keys the pooled row reads most (through all layers) with their neighbours; `text`: its words
+    shaded by the pooled row (`ReviewText`), a paragraph per layer, the rollout and `text_heads` heads.
+
     The examples are chosen once, at fit start: `num_examples` from the validation split (`pick_examples`),
     plus any `texts` of your own (tagged `text_{j}`, e.g. a negated review). Only they go through the model,
     in eval mode and without gradients (`infer`); the sanity check is skipped. The end of fit is logged too
     when the last validation was not, so the image slider always ends at the trained model; with `html`, each
     example's interactive page is written then too (`<run>/attention/<example>.html`).
 
-    Cheap by design: each example's figure (labels, titles, colour bar) is drawn once, at fit start, then
-    every step only writes its cells (`AttentionGrid.render`); one image per layer holds all heads and their
-    mean (`mean=True`), on the one 0-1 colour scale. With `background=True` the images are drawn, encoded and
-    written on a thread of their own (`ImageWriter`): that pays where cores are spare; on 2 busy cores it cost
-    more CPU than it saved (benchmarks/maps.py).
+    Cheap by design: each figure's labels, titles and colour bar are drawn once (again when a long text's
+    window moves), every step writes only its cells (`AttentionGrid.render`). `background=True` draws and
+    writes on a thread of its own (`ImageWriter`): it pays only where cores are spare (benchmarks/maps.py).
     """
 
     def __init__(
@@ -55,13 +63,16 @@ class AttentionMapLogger(Callback):
         num_examples: int = 4,
         every_n_epochs: int = 1,
         texts: Sequence[str] | None = None,
-        max_tokens: int = MAX_TOKENS,
+        max_tokens: int = 24,
         split: str = "validation",
         mean: bool = True,
         rollout: bool = True,
         html: bool = True,
         background: bool = False,
         tag: str = "attention",
+        scale: str = DEFAULT_SCALE,
+        text: bool = True,
+        text_heads: int = 0,
     ) -> None:
         self.texts = list(texts or [])
         if num_examples < 0 or (num_examples == 0 and not self.texts):
@@ -71,13 +82,17 @@ class AttentionMapLogger(Callback):
             )
         if every_n_epochs < 1:
             raise ValueError(f"every_n_epochs={every_n_epochs}: must be >= 1")
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens={max_tokens}: must be >= 1")
+        if max_tokens < 2:
+            raise ValueError(f"max_tokens={max_tokens}: must be >= 2 ([CLS] and a word)")
+        if text_heads < 0:
+            raise ValueError(f"text_heads={text_heads}: must be >= 0 (0: no head paragraphs)")
+        self.scale, self.text, self.text_heads = check_scale(scale), text, text_heads
         self.num_examples, self.every_n_epochs, self.max_tokens = num_examples, every_n_epochs, max_tokens
         self.split, self.mean, self.rollout, self.html, self.tag = split, mean, rollout, html, tag
         self.writer = ImageWriter(background=background)
         self.examples: list[Example] = []
-        self.figures: dict[str, tuple[AttentionGrid, RolloutBars | None]] = {}  # drawn once per example
+        self.figures: dict[str, tuple[list[int], AttentionGrid, RolloutBars | None]] = {}  # per example: window
+        self.views: dict[str, ReviewText] = {}  # each example's text view
         self.last: list[Logged] = []  # what the interactive pages show
         self.pages: list[Path] = []  # the interactive pages written at the end of fit
         self.validations = 0  # validation epochs run, sanity check excluded
@@ -95,14 +110,15 @@ class AttentionMapLogger(Callback):
             return
         labelled = getattr(pl_module, "predicts_labels", True)  # a masked language model (pretraining) does not
         self.examples = choose_examples(dm, self.split, self.num_examples, self.texts, labelled)
-        self.figures = {}
+        self.figures, self.views = {}, {}
         heads = pl_module.hparams.get("num_heads")
         if self.examples and heads:  # drawn here, on the training thread: on the writer thread it ran 5x slower
             start = time.perf_counter()
             names = label_names(trainer, pl_module, pl_module.hparams.get("num_classes", 2))
-            for example in self.examples:
-                tokens = [dm.tokenizer.id_to_token(int(t)) for t in example.ids[: self.max_tokens]]
-                self._figures(example.name, tokens, heads, example.title(names, self.max_tokens))
+            for example in self.examples:  # a long text's window is known at its first logged step
+                if len(example.ids) <= self.max_tokens:
+                    tokens = [dm.tokenizer.id_to_token(int(t)) for t in example.ids]
+                    self._figures(example, tokens, list(range(len(tokens))), heads, names, self._pooling(pl_module))
             self.cost["seconds"] += time.perf_counter() - start
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -146,40 +162,44 @@ class AttentionMapLogger(Callback):
         rows = infer(pl_module, [e.ids for e in self.examples], need_weights=True)
         labelled = getattr(pl_module, "predicts_labels", True)
         names = label_names(trainer, pl_module, len(rows[0].probabilities))
-        pooling = pl_module.hparams.get("pooling", "cls")
+        pooling = self._pooling(pl_module)
         table = ["| tag | text | true label | prediction (p) |", "|---|---|---|---|"]
-        self.last = []
+        self.last, images = [], 0
         for example, row in zip(self.examples, rows, strict=True):
-            n = min(len(example.ids), self.max_tokens)
             tokens = [dm.tokenizer.id_to_token(int(t)) for t in example.ids]  # all of them: the page shows them
             pred = int(row.probabilities.argmax())
             said = f"{names[pred]} (p={row.probabilities[pred]:.2f})" if labelled else "-"
             truth = names[example.label] if example.label is not None else "-"
             quoted = f"\u201c{example.text}\u201d (true label: {truth})"
             description = f"{example.name}: {quoted}"  # the same at every step: TensorBoard shows the first
+            at = f"{self.tag}/{example.name}"
             table.append(f"| {example.name} | {table_cell(example.text)} | {table_cell(truth)} | {table_cell(said)} |")
-            layers = row.attentions  # each (H, T, T)
-            self.last.append(Logged(example.name, tokens, layers, f"{quoted}; pred: {said} at step {step}"))
-            title = example.title(names, self.max_tokens)
-            grid, bars = self._figures(example.name, tokens[:n], heads=layers[0].shape[0], title=title)
+            layers = [w.numpy() for w in row.attentions]  # each (H, T, T)
+            self.last.append(Logged(example.name, tokens, row.attentions, f"{quoted}; pred: {said} at step {step}"))
+            shares = pooled_rollout(attention_rollout(layers), pooling)  # (T,)
+            keep = key_window(shares, self.max_tokens)
+            grid, bars = self._figures(example, tokens, keep, layers[0].shape[0], names, pooling)
             for layer, weights in enumerate(layers):
-                maps = weights[:, :n, :n].numpy()  # (H, n, n)
+                maps = weights[:, keep][:, :, keep]  # (H, n, n)
                 if self._with_mean(len(maps)):
                     maps = np.concatenate([maps, maps.mean(axis=0, keepdims=True)])  # (H + 1, n, n)
                 status = f"layer {layer} of {len(layers)} \u00b7 step {step} \u00b7 pred: {said}"
-                tag = f"{self.tag}/{example.name}/layer_{layer}"
-                self.writer.send(writers, tag, step, description, grid.render, maps, status)
+                self.writer.send(writers, f"{at}/layer_{layer}", step, description, grid.render, maps, status)
             if bars is not None:
-                shares = pooled_rollout(attention_rollout(layers), pooling)[:n]  # (n,)
-                what = "[CLS]" if pooling == "cls" else "the mean of the tokens"
                 through = f"{len(layers)} layer{'s' if len(layers) > 1 else ''}"
-                status = f"what {what} reads through {through} \u00b7 step {step}"
-                tag = f"{self.tag}/{example.name}/rollout"
-                self.writer.send(writers, tag, step, description, bars.render, shares, status)
+                status = f"what {POOLED_ROW[pooling]} reads through {through} \u00b7 step {step}"
+                self.writer.send(writers, f"{at}/rollout", step, description, bars.render, shares[keep], status)
+            images += len(layers) + (bars is not None)
+            if self.text and labelled:
+                rows_, labels = paragraphs(layers, pooling, self.text_heads, shares)
+                view = self._view(example, tokens, len(rows_), names, pooling)
+                status = f"step {step} \u00b7 pred: {said} \u00b7 true: {truth}"
+                self.writer.send(writers, f"{at}/text", step, description, view.render, rows_, labels, status)
+                images += 1
         log_text(writers, f"{self.tag}/examples", "\n".join(table), step)
         self.last_logged_step = step
         self.cost["logs"] += 1
-        self.cost["images"] += len(self.examples) * (len(rows[0].attentions) + (1 if self.rollout else 0))
+        self.cost["images"] += images
         self.cost["seconds"] += time.perf_counter() - start
 
     def wait(self) -> None:
@@ -202,14 +222,31 @@ class AttentionMapLogger(Callback):
         """The mean panel beside the heads: asked for, and not a copy of the one head."""
         return self.mean and heads > 1
 
-    def _figures(self, name: str, tokens: list[str], heads: int, title: str) -> tuple[AttentionGrid, Any]:
-        """The example's grid and rollout bars, built once (at fit start, or at its first logged step)."""
-        if name not in self.figures:
+    @staticmethod
+    def _pooling(pl_module: L.LightningModule) -> str:
+        return pl_module.hparams.get("pooling") or "cls"  # a masked language model has none: its maps read as cls
+
+    def _figures(
+        self, example: Example, tokens: list[str], keep: list[int], heads: int, names: list[str], pooling: str
+    ) -> tuple[AttentionGrid, RolloutBars | None]:
+        """The example's grid and rollout bars for the tokens `keep`, built once (again when a long text's window
+        moves): labels, titles and colour bar are drawn here, the cells at every step."""
+        if self.figures.get(example.name, ([],))[0] != keep:
+            title = example.title(names, keep, pooling)
             panels = [f"head {h}" for h in range(heads)] + (["mean of heads"] if self._with_mean(heads) else [])
-            grid = AttentionGrid(tokens, panels, title, status=True)
-            bars = RolloutBars(tokens, f"{title} \u00b7 attention rollout", status=True) if self.rollout else None
-            grid.prepare()
-            if bars is not None:
-                bars.prepare()
-            self.figures[name] = (grid, bars)
-        return self.figures[name]
+            shown, rollout = window_labels(tokens, keep), f"{title} \u00b7 attention rollout"
+            grid = AttentionGrid(shown, panels, title, status=True, scale=self.scale)
+            bars = RolloutBars(shown, rollout, status=True, scale=self.scale) if self.rollout else None
+            for figure in (grid, bars) if bars is not None else (grid,):
+                figure.prepare()
+            self.figures[example.name] = (keep, grid, bars)
+        return self.figures[example.name][1:]
+
+    def _view(self, example: Example, tokens: list[str], paragraphs: int, names: list[str], pooling: str) -> ReviewText:
+        """The example's text view (`ReviewText`), built at its first logged step."""
+        if example.name not in self.views:
+            title = example.title(names, None, pooling)
+            self.views[example.name] = ReviewText(
+                tokens, paragraphs, title, pooling=pooling, scale=self.scale, status=True
+            )
+        return self.views[example.name]

@@ -11,7 +11,8 @@ import torch
 
 from ..data.labels import names_or_ids
 from ..data.tokenizer import encode
-from ..plotting import noted
+from ..plotting.windows import window_note
+from ..plotting.words import POOLED_ROW
 
 ELLIPSIS = "\u2026"
 
@@ -26,11 +27,14 @@ class Example:
     label: int | None
     text: str
 
-    def title(self, label_names: Sequence[str], max_tokens: int) -> str:
-        """What the example's images are titled: its tag, true label and text, and whether it was cut."""
+    def title(self, label_names: Sequence[str], keep: Sequence[int] | None, pooling: str) -> str:
+        """What the example's images are titled: its tag, true label and text, the pooled row the classifier
+        reads, and, for a map of the tokens `keep` (None: a view of all of them), which it shows."""
         shown = self.text if len(self.text) <= 120 else self.text[:119] + ELLIPSIS
         known = f" \u00b7 true: {label_names[self.label]}" if self.label is not None else ""
-        return noted(f"{self.name}{known} \u00b7 \u201c{shown}\u201d", min(len(self.ids), max_tokens), len(self.ids))
+        title = f"{self.name}{known} \u00b7 \u201c{shown}\u201d \u00b7 pooled: {POOLED_ROW[pooling]}"
+        note = window_note(len(keep), len(self.ids), POOLED_ROW[pooling]) if keep is not None else ""
+        return f"{title} ({note})" if note else title
 
 
 @dataclass

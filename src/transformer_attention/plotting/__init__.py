@@ -1,5 +1,6 @@
-"""Pictures of attention, all on one 0-1 colour scale (style.py): heatmaps and rollout bars as matplotlib
-Figures (plots.py), the same figures drawn once and rendered fast for every logged step (figures.py),
+"""Pictures of attention, coloured on a scale the colour bar states (scales.py): heatmaps and rollout bars as
+matplotlib Figures (plots.py), the same figures drawn once and rendered fast for every logged step (figures.py),
+the review as text shaded by the pooled row (text.py, words.py), the tokens a long text's map shows (windows.py),
 attention rollout (rollout.py), the offline interactive page (html.py, page.html/.css/.js) and the analyses'
 figures (analysis.py: head importance, pruning, faithfulness)."""
 
@@ -18,10 +19,16 @@ from .plots import (
     save_figure,
 )
 from .rollout import attention_rollout, pooled_rollout
+from .scales import DEFAULT_SCALE, SCALES, scaled
+from .text import ReviewText, paragraphs
+from .windows import key_window, window_labels
 from .words import POOLED_ROW, Word, join_pieces, pooled_row, word_values
 
 __all__ = [
+    "DEFAULT_SCALE",
     "POOLED_ROW",
+    "SCALES",
+    "ReviewText",
     "Word",
     "AttentionGrid",
     "RolloutBars",
@@ -31,7 +38,9 @@ __all__ = [
     "cut_note",
     "figure_to_array",
     "join_pieces",
+    "key_window",
     "noted",
+    "paragraphs",
     "plot_attention",
     "plot_confusion_matrix",
     "plot_faithfulness",
@@ -44,5 +53,7 @@ __all__ = [
     "save_attention_html",
     "save_attention_png",
     "save_figure",
+    "scaled",
+    "window_labels",
     "word_values",
 ]

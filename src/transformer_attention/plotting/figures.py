@@ -1,7 +1,8 @@
 """Figures drawn once and rendered fast: `AttentionGrid` (heads of one layer) and `RolloutBars` (the rollout's
 shares) draw their labels, titles and colour bar once with matplotlib; then, for each new set of weights, they
 write only the cells (as arrays) and a status line (Pillow, with matplotlib's own font): what makes logging
-maps at every logged step cheap. Sizes and the colour scale: style.py.
+maps at every logged step cheap. Sizes: style.py; what a colour means (`scale`, stated on the colour bar):
+scales.py.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from .scales import DEFAULT_SCALE, check_scale, scale_note, scaled
 from .style import (
     BAR_PX,
     CARD_PX,
@@ -39,10 +41,11 @@ from .style import (
 
 
 class AttentionGrid:
-    """Heatmaps of one text's attention: a panel per map (e.g. each head, then their mean), `ncols` per row,
-    on the fixed 0-1 colour scale with a colour bar at the bottom. The tokens label the keys under every
-    panel and the queries left of each row (the panels of a row share them). Sized so that a 12-token text
-    in two columns fits TensorBoard's image card (`CARD_PX`) at actual size.
+    """Heatmaps of one text's attention: a panel per map (e.g. each head, then their mean), `ncols` per row
+    (fewer when they would not fit TensorBoard's image card, `CARD_PX`, at the smallest cell), coloured on
+    `scale` (scales.py) with a colour bar at the bottom that says which. The tokens label the keys under every
+    panel and the queries left of each row (the panels of a row share them). Sized so that a 12-token text in
+    two columns, and up to 24 tokens in one, fit the card at actual size: labels stay 9 px high.
 
     `draw(maps)` returns the figure; `render(maps, status)` its pixels, fast: the labels are drawn once and
     each call only writes the cells (as arrays) and the one-line `status` (say, the step and prediction)."""
@@ -55,16 +58,23 @@ class AttentionGrid:
         *,
         ncols: int = 2,
         status: bool = False,
+        scale: str = DEFAULT_SCALE,
     ) -> None:
         n, P = len(tokens), len(panel_titles)
         if n == 0 or P == 0:
             raise ValueError(f"an attention grid needs tokens and panels, got {n} tokens and {P} panels")
-        self.n, self.P = n, P
-        cols, rows = min(ncols, P), math.ceil(P / min(ncols, P))
+        self.n, self.P, self.scale = n, P, check_scale(scale)
         self.labels = labels = [short_label(t) for t in tokens]
         margin = int(6 + max(text_px(t, FONT_PX) for t in labels))  # room for the token labels
-        budget = (CARD_PX - 8 - margin - (cols - 1) * GAP_PX) / (cols * n)
-        self.cell = cell = int(min(CELL_PX[1], max(CELL_PX[0], budget)))
+
+        def budget(cols: int) -> float:  # the cell size at which `cols` panels a row fill the card
+            return (CARD_PX - 8 - margin - (cols - 1) * GAP_PX) / (cols * n)
+
+        cols = min(ncols, P)
+        while cols > 1 and budget(cols) < 0.95 * CELL_PX[0]:  # fewer columns than an image the card shrinks > 5%
+            cols -= 1
+        rows = math.ceil(P / cols)
+        self.cell = cell = int(min(CELL_PX[1], max(CELL_PX[0], budget(cols))))
         side = cell * n  # a panel is side x side px
         W = 8 + margin + cols * side + (cols - 1) * GAP_PX
         head = header_px(title, W, status)
@@ -107,7 +117,7 @@ class AttentionGrid:
             self.axes.append(ax)
             self.images.append(image)
             self.boxes.append((top, left))
-        draw_colorbar(fig, "attention weight (0 to 1, the same scale in every image)")
+        draw_colorbar(fig, f"attention weight \u00b7 {scale_note(scale)}")
         hidden = [*self.images, *([self.status] if self.status is not None else []), *copied]
         self._frame = Frame(fig, hidden=hidden, copies=copies)
 
@@ -124,7 +134,7 @@ class AttentionGrid:
     def draw(self, maps: np.ndarray | torch.Tensor, status: str | None = None) -> Figure:
         """The figure with `maps` (P, n, n) in its panels."""
         for image, panel in zip(self.images, self._check(maps), strict=True):
-            image.set_data(panel)
+            image.set_data(scaled(panel, self.scale))
         if self.status is not None:
             self.status.set_text(status or "")
         return self.fig
@@ -136,7 +146,7 @@ class AttentionGrid:
         out = self._frame.pixels()
         side = self.cell * self.n
         for (top, left), panel in zip(self.boxes, m, strict=True):
-            cells = colors(panel)  # (n, n, 3)
+            cells = colors(scaled(panel, self.scale))  # (n, n, 3)
             out[top : top + side, left : left + side] = cells.repeat(self.cell, axis=0).repeat(self.cell, axis=1)
         if self.status is not None and status:
             write_texts(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
@@ -145,17 +155,19 @@ class AttentionGrid:
 
 class RolloutBars:
     """Horizontal bars, one per input token (top to bottom in text order): the share of each token in the
-    pooled vector the classifier reads (`pooled_rollout`), on a fixed 0-1 axis, coloured on the 0-1 scale
-    of the attention maps, each with its value. `draw(shares)` returns the figure, `render(shares, status)`
+    pooled vector the classifier reads (`pooled_rollout`), on a fixed 0-1 axis, coloured on `scale` as the
+    maps are (the shares a row), each with its value. `draw(shares)` returns the figure, `render(shares, status)`
     its pixels (the axes drawn once; bars written as arrays, values and status as texts)."""
 
     ROW_PX = 16
 
-    def __init__(self, tokens: Sequence[str], title: str | None = None, *, status: bool = False) -> None:
+    def __init__(
+        self, tokens: Sequence[str], title: str | None = None, *, status: bool = False, scale: str = DEFAULT_SCALE
+    ) -> None:
         n = len(tokens)
         if n == 0:
             raise ValueError("rollout bars need at least one token")
-        self.n = n
+        self.n, self.scale = n, check_scale(scale)
         self.labels = labels = [short_label(t) for t in tokens]
         margin = int(8 + max(text_px(t, FONT_PX) for t in labels))
         W = CARD_PX
@@ -184,7 +196,7 @@ class RolloutBars:
         self.ax = ax
         self.bars = list(ax.barh(range(n), np.zeros(n), height=0.75, color=colormaps[CMAP](0.0)))
         self.values = [ax.text(0, i, "", va="center", ha="left", fontsize=FONT_PX - 1) for i in range(n)]
-        draw_colorbar(fig, "share of the pooled vector (0 to 1)")
+        draw_colorbar(fig, f"share of the pooled vector (bar: 0 to 1) \u00b7 colour: {scale_note(scale)}")
         texts = [*self.values, *([self.status] if self.status is not None else [])]
         self._frame = Frame(fig, hidden=[*self.bars, *texts])
 
@@ -200,7 +212,7 @@ class RolloutBars:
 
     def draw(self, shares: np.ndarray | torch.Tensor, status: str | None = None) -> Figure:
         s = self._check(shares)
-        for bar, text, value, colour in zip(self.bars, self.values, s, colors(s), strict=True):
+        for bar, text, value, colour in zip(self.bars, self.values, s, colors(scaled(s, self.scale)), strict=True):
             bar.set_width(float(value))
             bar.set_color(colour / 255)
             text.set_x(float(value) + 0.01)
@@ -214,7 +226,7 @@ class RolloutBars:
         out = self._frame.pixels()
         pad = round(self.ROW_PX * 0.125)  # bars are 0.75 of a row high
         values = []
-        for i, (value, colour) in enumerate(zip(s, colors(s), strict=True)):
+        for i, (value, colour) in enumerate(zip(s, colors(scaled(s, self.scale)), strict=True)):
             length = int(round(float(np.clip(value, 0, 1)) * self.width))
             top = self.top + i * self.ROW_PX
             out[top + pad : top + self.ROW_PX - pad, self.left : self.left + length] = colour

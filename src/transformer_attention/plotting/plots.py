@@ -3,7 +3,8 @@
 Nothing here goes through pyplot, so importing it changes no notebook's or GUI's backend. In a notebook a
 returned Figure displays itself; `figure_to_array` gives the (H, W, 3) uint8 image an image logger takes;
 `save_attention_png` writes a PNG file. Heatmaps: rows are queries, columns keys (the tutorials'
-`weights[q, k]`), on the one 0-1 colour scale of every attention image (style.py).
+`weights[q, k]`), coloured on a `scale` (scales.py) that the colour bar states; a text longer than `max_tokens`
+shows the keys its pooled row reads most, with their neighbours (windows.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from matplotlib.figure import Figure
 from ..files import atomic_write
 from .figures import AttentionGrid, RolloutBars
 from .rollout import attention_rollout, pooled_rollout
+from .scales import DEFAULT_SCALE
 from .style import DPI, MAX_TOKENS, as_numpy
+from .windows import key_window, window_labels, window_note
+from .words import POOLED_ROW, pooled_row
 
 
 def attention_window(
@@ -58,14 +62,23 @@ def plot_attention(
     panel_titles: Sequence[str] | None = None,
     ncols: int = 2,
     mean: bool = False,
+    scale: str = DEFAULT_SCALE,
+    pooling: str = "cls",
+    keep: Sequence[int] | None = None,
 ) -> Figure:
-    """A heatmap of one (T, T) attention map, or a grid of one panel per head for (H, T, T), on the
-    0-1 colour scale; with `mean`, a last panel of the heads' mean (when there is more than one head).
+    """A heatmap of one (T, T) attention map, or a grid of one panel per head for (H, T, T), coloured on
+    `scale`; with `mean`, a last panel of the heads' mean (when there is more than one head).
 
-    `tokens` label both axes (queries down, keys across); texts longer than `max_tokens` are cut
-    to their first `max_tokens` tokens and the title says so. Strip padding before calling.
+    `tokens` label both axes (queries down, keys across). A text longer than `max_tokens` shows the tokens
+    `keep`, by default the keys its pooled row (`pooling`, the heads' mean) reads most with their neighbours
+    (`key_window`); a gap is marked `…` and the title says so. Strip padding before calling.
     """
-    shown, w = attention_window(tokens, weights, max_tokens)
+    attention_window(tokens, weights, None)  # shapes checked
+    full = as_numpy(weights)
+    if keep is None:
+        keep = key_window(pooled_row(full, pooling), len(tokens) if max_tokens is None else max_tokens)
+    keep = list(keep)
+    shown, w = window_labels(tokens, keep), full[..., keep, :][..., keep]
     maps = w[None] if w.ndim == 2 else w  # (H, n, n)
     H = maps.shape[0]
     if panel_titles is None:
@@ -75,7 +88,9 @@ def plot_attention(
         panel_titles, H = [*panel_titles, "mean of heads"], H + 1
     if len(panel_titles) != H:
         raise ValueError(f"{len(panel_titles)} panel titles for {H} attention maps")
-    return AttentionGrid(shown, panel_titles, noted(title, len(shown), len(tokens)), ncols=ncols).draw(maps)
+    note = window_note(len(keep), len(tokens), POOLED_ROW[pooling])
+    title = (f"{title}  ({note})" if title else note) if note else title
+    return AttentionGrid(shown, panel_titles, title, ncols=ncols, scale=scale).draw(maps)
 
 
 def plot_rollout(
@@ -85,14 +100,18 @@ def plot_rollout(
     *,
     pooling: str = "cls",
     max_tokens: int | None = MAX_TOKENS,
+    scale: str = DEFAULT_SCALE,
 ) -> Figure:
     """Bars of each input token's share in the pooled vector, by attention rollout through all layers
-    (`attention_rollout`, then `pooled_rollout`). `attentions`: one (H, T, T) map per layer, padding cut off."""
+    (`attention_rollout`, then `pooled_rollout`), coloured on `scale`. `attentions`: one (H, T, T) map per
+    layer, padding cut off. A text longer than `max_tokens` shows its largest shares and their neighbours."""
     shares = pooled_rollout(attention_rollout(attentions), pooling)
     if len(shares) != len(tokens):
         raise ValueError(f"{len(tokens)} tokens for a rollout over {len(shares)} positions: strip padding first")
-    n = len(tokens) if max_tokens is None else min(len(tokens), max_tokens)
-    return RolloutBars(list(tokens[:n]), noted(title, n, len(tokens))).draw(shares[:n])
+    keep = key_window(shares, len(tokens) if max_tokens is None else max_tokens)
+    note = window_note(len(keep), len(tokens), f"{POOLED_ROW[pooling]} through all layers")
+    title = (f"{title}  ({note})" if title else note) if note else title
+    return RolloutBars(window_labels(tokens, keep), title, scale=scale).draw(shares[keep])
 
 
 def plot_confusion_matrix(

@@ -114,14 +114,15 @@ def draw_header(fig: Figure, title: str | None, status: bool) -> tuple[object, t
     return fig.text(4 / W, 1 - top / H, "", fontsize=TITLE_PX, va="top", ha="left", color=STATUS_COLOUR), (4, top)
 
 
-BAR_PX = 46  # the colour bar strip at the bottom of every attention image
+BAR_PX = 68  # the colour bar strip at the bottom of every attention image (its label in up to three lines)
 
 
 def draw_colorbar(fig: Figure, label: str) -> None:
     """A horizontal 0-1 colour bar in the strip at the bottom of `fig`: the colours as an image (one pixel
-    column per step, in an axes without axis), ticks and labels as lines and texts (no tick machinery)."""
+    column per step, in an axes without axis), ticks and labels as lines and texts (no tick machinery); `label`
+    (what a colour means: say, the scale) wrapped to three lines at most."""
     W, H = fig.get_figwidth() * DPI, fig.get_figheight() * DPI
-    left, width, top = int(0.1 * W), int(0.8 * W), int(H) - 33  # bar: 9 px high, its top 33 px above the bottom
+    left, width, top = int(0.1 * W), int(0.8 * W), int(H) - 55  # bar: 9 px high, its top 55 px above the bottom
     bar = fig.add_axes((left / W, 1 - (top + 9) / H, width / W, 9 / H))  # scales with the figure's dpi
     bar.imshow(colors(np.linspace(0.0, 1.0, width))[None], aspect="auto", interpolation="nearest")  # (1, width, 3)
     bar.set_axis_off()
@@ -129,7 +130,8 @@ def draw_colorbar(fig: Figure, label: str) -> None:
         x = (left + value * (width - 1) + 0.5) / W
         fig.add_artist(Line2D([x, x], [1 - (top + 9) / H, 1 - (top + 11) / H], color="black", linewidth=0.8))
         fig.text(x, 1 - (top + 12) / H, f"{value:.2f}", fontsize=FONT_PX - 1, ha="center", va="top")
-    fig.text(0.5, 1 - (top + 22) / H, label, fontsize=FONT_PX, ha="center", va="top")
+    lines = textwrap.wrap(label, width=max(10, int((W - 8) / (0.56 * FONT_PX))))[:3]
+    fig.text(0.5, 1 - (top + 22) / H, "\n".join(lines), fontsize=FONT_PX, ha="center", va="top", linespacing=1.2)
 
 
 @functools.lru_cache(maxsize=1)

@@ -2,7 +2,8 @@
 
 Texts come from `text=`, `texts=[...]`, `text_file=` (`-` is stdin); it prints one line per text, writes
 `predictions.jsonl` and, with `save_attention=true` (or `png`), one attention PNG per text and layer (every head
-in its own panel) and the rollout in the run folder; `save_attention=html` writes one interactive page per text
+in its own panel), the rollout and the text shaded by the pooled row (a paragraph per layer, then the rollout) in
+the run folder, coloured on `scale` (plotting/scales.py); `save_attention=html` writes one interactive page per text
 instead (plotting/html.py), with each word's attribution by attention, rollout, Integrated Gradients and
 leave-one-out and their faithfulness on that text (analysis/, settings analysis.*); `both` writes both.
 """
@@ -23,7 +24,9 @@ from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError, InputError, printable
 from ..files import atomic_write
 from ..inference import Prediction, predict
-from ..plotting import plot_rollout, save_attention_html, save_attention_png, save_figure
+from ..plotting import ReviewText, paragraphs, plot_rollout, save_attention_html, save_attention_png, save_figure
+from ..plotting.scales import DEFAULT_SCALE, SCALES
+from ..plotting.words import POOLED_ROW
 from ..training.checkpoint import load_module
 
 
@@ -72,24 +75,42 @@ def _read_lines(text_file: str) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
-def save_attention_pngs(pred: Prediction, folder: Path, index: int) -> list[Path]:
+def caption(pred: Prediction, pooling: str) -> str:
+    """What a prediction's pictures are titled: the label, its probability, the text, the pooled row."""
+    return f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {pred.text[:80]} \u00b7 pooled: {POOLED_ROW[pooling]}"
+
+
+def save_attention_pngs(
+    pred: Prediction, folder: Path, index: int, pooling: str = "cls", scale: str = DEFAULT_SCALE
+) -> list[Path]:
     """One PNG per layer for one prediction: `<folder>/<index>_layer<l>.png`, a panel per head and their mean."""
-    title = f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {pred.text[:60]}"
+    title = caption(pred, pooling)
     return [
         save_attention_png(
-            folder / f"{index:04d}_layer{layer}.png", pred.tokens, weights, title=f"layer {layer} | {title}", mean=True
+            folder / f"{index:04d}_layer{layer}.png", pred.tokens, weights, title=f"layer {layer} | {title}",
+            mean=True, scale=scale, pooling=pooling,
         )
         for layer, weights in enumerate(pred.attentions or [])
-    ]
+    ]  # fmt: skip
 
 
-def save_rollout_png(pred: Prediction, folder: Path, index: int, pooling: str = "cls") -> Path:
+def save_rollout_png(
+    pred: Prediction, folder: Path, index: int, pooling: str = "cls", scale: str = DEFAULT_SCALE
+) -> Path:
     """The attention rollout of one prediction (each token's share in the pooled vector, through all layers):
     `<folder>/<index>_rollout.png`."""
-    title = f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {pred.text[:80]} \u00b7 attention rollout"
-    return save_figure(
-        plot_rollout(pred.tokens, pred.attentions, title, pooling=pooling), folder / f"{index:04d}_rollout.png"
+    fig = plot_rollout(
+        pred.tokens, pred.attentions, f"{caption(pred, pooling)} \u00b7 rollout", pooling=pooling, scale=scale
     )
+    return save_figure(fig, folder / f"{index:04d}_rollout.png")
+
+
+def save_text_png(pred: Prediction, folder: Path, index: int, pooling: str = "cls", scale: str = DEFAULT_SCALE) -> Path:
+    """The text of one prediction, each word shaded by the pooled row, a paragraph per layer (mean of heads) and
+    the rollout: `<folder>/<index>_text.png`."""
+    rows, labels = paragraphs(pred.attentions, pooling)
+    view = ReviewText(pred.tokens, len(rows), caption(pred, pooling), pooling=pooling, scale=scale)
+    return save_figure(view.draw(rows, labels), folder / f"{index:04d}_text.png")
 
 
 def save_attention_page(
@@ -138,6 +159,11 @@ def main(cfg: DictConfig) -> list[Prediction]:
     Missing texts (InputError) and an unusable checkpoint (CheckpointError) are raised for the entry
     point's error wrapper to print as one line."""
     formats = attention_formats(cfg.get("save_attention"))
+    scale = cfg.get("scale") or DEFAULT_SCALE
+    if scale not in SCALES:
+        raise ConfigError(
+            f"scale={scale}: not a colour scale; use one of {', '.join(SCALES)} (e.g. scale={DEFAULT_SCALE})"
+        )
     texts = read_texts(cfg.get("text"), cfg.get("texts"), cfg.get("text_file"))
     if not cfg.get("ckpt_path"):
         raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
@@ -159,8 +185,10 @@ def main(cfg: DictConfig) -> list[Prediction]:
     for i, p in enumerate(preds):
         record = p.to_dict()
         if "png" in formats:
-            record["attention_png"] = [str(path) for path in save_attention_pngs(p, run / "attention", i)]
-            record["rollout_png"] = str(save_rollout_png(p, run / "attention", i, pooling=pooling))
+            folder = run / "attention"
+            record["attention_png"] = [str(path) for path in save_attention_pngs(p, folder, i, pooling, scale)]
+            record["rollout_png"] = str(save_rollout_png(p, folder, i, pooling=pooling, scale=scale))
+            record["text_png"] = str(save_text_png(p, folder, i, pooling=pooling, scale=scale))
         if "html" in formats:
             record["attention_html"] = str(save_attention_page(p, run / "attention", i, explained[i], removal, pooling))
         records.append(json.dumps(record, ensure_ascii=False) + "\n")

@@ -51,9 +51,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     # every _target_ a user can change, tried before any data
     try_optimization(model_settings.get("optimizer"), model_settings.get("scheduler"), prefix="model.")
     try_run_groups(plain(cfg.trainer), plain(cfg.get("callbacks")), plain(cfg.get("logger")), prefix="")
+    callbacks = instantiate_group(cfg.get("callbacks"))  # their own checks (a scale's name), before any pretraining
     start = starting_point(cfg, model_settings, resume)
 
-    callbacks = instantiate_group(cfg.get("callbacks"))
     loggers = build_loggers(cfg.get("logger"), purge_step=resume.purge_step)
     trainers = TrainerBuilder(cfg.trainer, callbacks, loggers)  # a setting Lightning refuses fails here
     make_model = instantiate(cfg.model, _partial_=True)  # and a bad model._target_, before any data

@@ -1,6 +1,7 @@
 """The run's hyperparameters for the loggers: the resolved config to each logger (`hparams.yaml`) and, for
-TensorBoard's HPARAMS tab, the settings that shape a result (`result_hparams`), the metrics to show beside
-them, and the run's session."""
+TensorBoard's HPARAMS tab, the settings that shape a result (`result_hparams`, the same columns in every run),
+those that differ between the runs compared marked (`differing_keys`), the metrics beside them, and the run's
+session."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hydra import compose
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
@@ -21,22 +23,26 @@ from torch.utils.tensorboard.summary import hparams
 
 from ..compat import tensorboard_tag
 
+MISSING = "none"  # a setting a run lacks or leaves unset: parallel coordinates drops a run without a value
+
 
 def flatten_config(config: Mapping, prefix: str = "") -> dict[str, int | float | str]:
-    """`{"model": {"d_model": 64}}` -> `{"model.d_model": 64}`; lists, None, bools and the like as strings
-    (TensorBoard would show a bool as 0 / 1)."""
+    """`{"model": {"d_model": 64}}` -> `{"model.d_model": 64}`; lists, bools and the like as strings (TensorBoard
+    would show a bool as 0 / 1), None as "none"."""
     flat: dict[str, int | float | str] = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping) and value:
             flat.update(flatten_config(value, f"{name}."))
         else:
-            flat[name] = value if isinstance(value, (int, float, str)) and not isinstance(value, bool) else str(value)
+            plain = isinstance(value, (int, float, str)) and not isinstance(value, bool)
+            flat[name] = MISSING if value is None else value if plain else str(value)
     return flat
 
 
 RESULT_KEYS = (  # what shapes a result: the HPARAMS columns (model.* is all of the model's settings)
     "data.name",
+    "data.path",
     "data.max_length",
     "data.batch_size",
     "data.vocab_size",
@@ -47,32 +53,49 @@ RESULT_KEYS = (  # what shapes a result: the HPARAMS columns (model.* is all of 
 )
 
 
-def result_hparams(config: Mapping, overrides: Sequence[str] = ()) -> dict[str, int | float | str]:
-    """The flattened settings that shape a run's result (`model.*` but Hydra's `_target_` plumbing, the data's
-    name, length, batch and vocabulary, seed, precision, epochs), the keys in `overrides` (`key=value`, as
-    Hydra's `hydra.overrides.task`) first: in TensorBoard's HPARAMS tab, what a sweep varied leads."""
+def result_hparams(config: Mapping, overrides: Sequence[str] = (), columns: Sequence[str] = ()) -> dict[str, Any]:
+    """The flattened settings that shape a run's result, the same keys in every run (`RESULT_KEYS`, then `model.*`
+    but Hydra's `_target_` plumbing), after `columns` (a sweep's varied keys; a group choice such as `data=imdb`
+    takes its value from `overrides`); a setting the run lacks is "none", so every run has every column."""
     flat = flatten_config(config)
-    keep = [k for k in flat if (k.startswith("model.") and "._" not in f".{k}") or k in RESULT_KEYS]
-    first: dict[str, int | float | str] = {}
-    for override in overrides:
-        key, _, value = str(override).lstrip("+~").partition("=")
-        if key.startswith(("hydra.", "paths.")):
-            continue
-        first[key] = flat.get(key, value)  # a group choice (data=imdb) is not a flat key: its value as given
-    return {**first, **{k: flat[k] for k in keep if k not in first}}
+    given = dict(str(o).lstrip("+~").split("=", 1) for o in overrides if "=" in str(o))
+    model = [k for k in flat if k.startswith("model.") and "._" not in f".{k}"]
+    keys = dict.fromkeys([*columns, *RESULT_KEYS, *model])
+    return {k: flat.get(k, given.get(k, MISSING)) for k in keys}
+
+
+def differing_keys(settings: Mapping[str, Any], overrides: Sequence[str] = ()) -> list[str]:
+    """The HPARAMS columns to check: in a multirun, the keys its sweep varies (`varied_keys`); in a single run,
+    the settings its experiment and overrides change from the defaults (the config composed without
+    overrides), or, where that cannot be composed, the keys it overrides."""
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        return varied_keys(overrides)
+    defaults = default_settings(list(settings))
+    if defaults is None:
+        return [k for k in varied_keys(overrides) if k in settings]
+    return [k for k, v in settings.items() if k in defaults and str(defaults[k]) != str(v)]
+
+
+def default_settings(keys: Sequence[str]) -> dict[str, Any] | None:
+    """`keys` as the running Hydra app's config has them without any override (None outside a Hydra app); keys
+    the data fills in at run time (`???`) are left out."""
+    if not HydraConfig.initialized():
+        return None
+    try:
+        cfg = compose(config_name=HydraConfig.get().job.config_name, overrides=[])
+    except Exception:  # noqa: BLE001 - an app composed another way (a test's config): fall back to the overrides
+        return None
+    out = {}
+    for key in keys:
+        value = OmegaConf.select(cfg, key, default=MISSING, throw_on_missing=False, throw_on_resolution_failure=False)
+        if value != "???" and not OmegaConf.is_config(value):
+            out[key] = next(iter(flatten_config({"v": value}).values()))
+    return out
 
 
 # what HPARAMS' metric columns lead with, after the run's own optimised metric (no epoch, no learning rate)
-CLASSIFIER_METRICS = (
-    "test/acc",
-    "test/f1",
-    "test/loss",
-    "val/acc",
-    "val/f1",
-    "val/loss",
-    "train/acc",
-    "train/loss_epoch",
-)
+# (few, so that they fit beside the checked settings at 1600 px; every metric is in TIME SERIES and metrics.csv)
+CLASSIFIER_METRICS = ("test/acc", "test/f1", "val/acc", "val/loss")
 
 
 @rank_zero_only
@@ -85,20 +108,22 @@ def log_hyperparameters(
 ) -> None:
     """Log the resolved run config to every logger (Lightning's `hparams.yaml`). TensorBoard also gets the
     HPARAMS tab's data: an experiment (its columns: the settings that shape the result, `result_hparams`, those
-    the sweep varies first and marked as differing; then `metrics`, in this order) and this run's session,
-    named `trial_id` (the Trial ID column: short enough to show what the run tried).
+    that differ first and marked so, `differing_keys`, which TensorBoard checks; then `metrics`, in this order)
+    and this run's session, named `trial_id` (the Trial ID column: short enough to show what the run tried).
 
-    TensorBoard takes one run's experiment for the whole table; every run of this project writes the same
-    metric columns, and every job of a sweep the same varied keys (`varied_keys`). The summaries go into the
+    TensorBoard takes one run's experiment for the whole table: every run of this project writes the same
+    columns and metrics, every job of a sweep the same differing keys (what the sweep varies). The summaries go into the
     logger's own event file, through its SummaryWriter's public `file_writer`: a second event file in the run
     folder could sort after the logger's, and a live `tensorboard` follows only a run's newest file."""
     metrics = list(dict.fromkeys(metrics))  # the optimised metric may be one of the others
-    settings = result_hparams(config, overrides)
-    varied = set(varied_keys(overrides))
+    multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    settings = result_hparams(config, overrides, varied_keys(overrides) if multirun else ())
+    differ = differing_keys(settings, overrides)
+    settings = {**{k: settings[k] for k in differ}, **settings}  # the differing columns first
     experiment, session_start, session_end = hparams(settings, dict.fromkeys(map(tensorboard_tag, metrics), 0.0))
     data = _plugin_data(experiment)
     for info in data.experiment.hparam_infos:
-        info.differs = info.name in varied
+        info.differs = info.name in differ
     for info, name in zip(data.experiment.metric_infos, metrics, strict=True):
         info.display_name = name  # `test/acc`, written `~test/acc` in TensorBoard (compat.tensorboard_tag)
     _set_plugin_data(experiment, data)

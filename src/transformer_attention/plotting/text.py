@@ -1,0 +1,149 @@
+"""The review as text: its own words wrapped as paragraphs, each word shaded by the weight the classifier's
+pooled row gives it (words.py: the `[CLS]` row or the mean of the rows; word pieces joined, their weights
+summed), one paragraph per view (a layer's mean of heads, the rollout, a head). Sized for TensorBoard's image
+card (`CARD_PX` wide, so it is shown at actual size): a whole 512-token IMDB review stays 12 px text.
+
+Like the maps (figures.py), the static part (title, colour bar) is drawn once with matplotlib; each
+`render` writes only the shaded words and the paragraph labels (Pillow, with matplotlib's own font).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from PIL import Image, ImageDraw
+
+from .rollout import attention_rollout, pooled_rollout
+from .scales import DEFAULT_SCALE, check_scale, scale_note, scaled
+from .style import (
+    BAR_PX,
+    CARD_PX,
+    DPI,
+    STATUS_COLOUR,
+    TITLE_PX,
+    Frame,
+    as_numpy,
+    colors,
+    draw_colorbar,
+    draw_header,
+    font,
+    header_px,
+    write_texts,
+)
+from .words import POOLED_ROW, join_pieces, pooled_row, word_values
+
+TEXT_PX = 12  # the words (DejaVu Sans: capitals 9 px high)
+LINE_PX = TEXT_PX + 6  # a line of words: the text and its shaded box
+PAD_PX, SPACE_PX, EDGE_PX = 2, 3, 4  # inside a word's box, between boxes, at the image's edges
+LABEL_PX = TITLE_PX + 6  # a paragraph's label line
+
+
+class ReviewText:
+    """`paragraphs` copies of the text's words, wrapped to `width` px, each word on a box coloured by its
+    weight on `scale`, with the colour bar saying which row it is (`pooling`) and which scale.
+
+    `render(rows, labels, status)` takes (paragraphs, T) per-token weights (each a pooled row, e.g.
+    `pooled_row(layer, pooling)`) and returns the (H, W, 3) uint8 pixels: each word's weight is the sum of its
+    pieces' (`word_values`), so a row that sums to 1 over tokens still does over words."""
+
+    def __init__(
+        self,
+        tokens: Sequence[str],
+        paragraphs: int,
+        title: str | None = None,
+        *,
+        pooling: str = "cls",
+        scale: str = DEFAULT_SCALE,
+        status: bool = False,
+        width: int = CARD_PX,
+    ) -> None:
+        if not tokens or paragraphs < 1:
+            raise ValueError(
+                f"a text view needs tokens and paragraphs, got {len(tokens)} tokens, {paragraphs} paragraphs"
+            )
+        if pooling not in POOLED_ROW:
+            raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(map(repr, POOLED_ROW))}")
+        self.scale, self.pooling, self.paragraphs = check_scale(scale), pooling, paragraphs
+        self.tokens, self.words = list(tokens), join_pieces(tokens)
+        face = font(TEXT_PX)
+        self.boxes: list[tuple[int, int, int]] = []  # (x px, line, width px) of each word's box
+        x, line = EDGE_PX, 0
+        for word in self.words:
+            w = int(np.ceil(face.getlength(word.text))) + 2 * PAD_PX
+            if x + w > width - EDGE_PX and x > EDGE_PX:
+                x, line = EDGE_PX, line + 1
+            self.boxes.append((x, line, w))
+            x += w + SPACE_PX
+        self.lines = line + 1
+        self.head = header_px(title, width, status)
+        self.block = LABEL_PX + self.lines * LINE_PX + 8  # one paragraph: its label, its lines, a gap
+        H = self.head + paragraphs * self.block + BAR_PX
+        self.fig = fig = Figure(figsize=(width / DPI, H / DPI), dpi=DPI)
+        self.status, self.status_xy = draw_header(fig, title, status)
+        what = f"the weight {POOLED_ROW[pooling]} gives each word (word pieces joined, weights summed)"
+        draw_colorbar(fig, f"{what} \u00b7 {scale_note(scale)}")
+        self._frame = Frame(fig, hidden=[self.status] if self.status is not None else [])
+
+    def prepare(self) -> None:
+        """Draw the static part now (else the first `render` does)."""
+        self._frame.pixels()
+
+    def word_colours(self, rows: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """(paragraphs, words) weights of each word (its pieces summed) and their values on the scale."""
+        r = as_numpy(rows)
+        if r.shape != (self.paragraphs, len(self.tokens)):
+            raise ValueError(f"{tuple(r.shape)} rows for {self.paragraphs} paragraphs of {len(self.tokens)} tokens")
+        weights = np.stack([word_values(row, self.words) for row in r])  # (P, words)
+        return weights, scaled(weights, self.scale)
+
+    def render(self, rows: np.ndarray | torch.Tensor, labels: Sequence[str], status: str | None = None) -> np.ndarray:
+        """The (H, W, 3) uint8 pixels: paragraph p shaded by `rows[p]` (T,) under the label `labels[p]`."""
+        if len(labels) != self.paragraphs:
+            raise ValueError(f"{len(labels)} labels for {self.paragraphs} paragraphs")
+        _, values = self.word_colours(rows)
+        image = Image.fromarray(self._frame.pixels())
+        draw, face = ImageDraw.Draw(image), font(TEXT_PX)
+        for p, (label, row) in enumerate(zip(labels, values, strict=True)):
+            top = self.head + p * self.block
+            draw.text((EDGE_PX, top + 2), label, font=font(TITLE_PX), fill="black")
+            for word, (x, line, w), colour in zip(self.words, self.boxes, colors(row), strict=True):
+                y = top + LABEL_PX + line * LINE_PX
+                draw.rectangle((x, y, x + w - 1, y + LINE_PX - 3), fill=tuple(int(c) for c in colour))
+                light = float(colour @ np.array([0.299, 0.587, 0.114])) < 140  # dark box: white letters
+                draw.text((x + PAD_PX, y + 1), word.text, font=face, fill="white" if light else "black")
+        out = np.asarray(image).copy()
+        if self.status is not None and status:
+            write_texts(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
+        return out
+
+    def draw(self, rows: np.ndarray | torch.Tensor, labels: Sequence[str], status: str | None = None) -> Figure:
+        """A figure of the rendered text, for a notebook (displays itself) or `save_figure`."""
+        pixels = self.render(rows, labels, status)
+        H, W = pixels.shape[:2]
+        fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
+        fig.figimage(pixels, resize=False)
+        return fig
+
+
+def paragraphs(
+    layers: Sequence[np.ndarray | torch.Tensor], pooling: str = "cls", heads: int = 0, shares: np.ndarray | None = None
+) -> tuple[np.ndarray, list[str]]:
+    """A text view's rows (P, T) and labels from one (H, T, T) map per layer: each layer's pooled row (mean of
+    heads), after it its `heads` most focused heads (the least even pooled rows), then the rollout's
+    (`shares`, when already computed)."""
+    rows, labels = [], []
+    for layer, weights in enumerate(layers):
+        w = as_numpy(weights)  # (H, T, T)
+        rows.append(pooled_row(w, pooling))
+        labels.append(f"layer {layer} \u00b7 mean of heads")
+        own = np.stack([pooled_row(head, pooling) for head in w])  # (H, T)
+        entropy = -(own * np.log(np.clip(own, 1e-12, None))).sum(axis=1)
+        for h in np.argsort(entropy, kind="stable")[:heads]:
+            rows.append(own[h])
+            labels.append(f"layer {layer} \u00b7 head {h}")
+    rows.append(pooled_rollout(attention_rollout(layers), pooling) if shares is None else shares)
+    labels.append(f"rollout through {len(layers)} layer{'s' if len(layers) > 1 else ''}")
+    return np.stack(rows), labels
