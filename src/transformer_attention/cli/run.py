@@ -1,6 +1,6 @@
 """`run(task, cfg)`: what every entry point does around its task, and the one place its errors become a line.
 
-Let torch's threads sleep while they wait (compat.calm_threads: a busy core made runs crawl), check the config
+Choose torch's threads from the load (compat.choose_threads: a busy core made runs crawl), check the config
 (before torch is imported: a bad value fails in about a second), lock the run folder, quiet
 the console, make DDP in a sweep spawn its ranks, print the config tree, then run the task from `TASKS`. Bad
 input (the project's UserErrors, a config Hydra cannot instantiate) ends a single run with `<kind>: <message>`
@@ -22,7 +22,7 @@ from hydra.errors import InstantiationException
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
-from ..compat import calm_threads, quiet_console
+from ..compat import choose_threads, quiet_console, use_threads
 from ..errors import JobFailed, UserError
 from ..files import atomic_write, resumed_in_place, run_dir_of
 from .config import check_config
@@ -71,13 +71,14 @@ FAILED_FILE = "failed.json"  # a sweep's job that failed: its error kind and mes
 
 def run(task: str, cfg: DictConfig) -> Any:
     """Check `cfg`, then run `TASKS[task]`'s `main(cfg)`, as this module's docstring says."""
-    calm_threads()  # before torch is imported: OpenMP reads its wait policy when it starts
+    choose_threads()  # before torch is imported: OpenMP reads its wait policy when it starts
     run_dir = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
     try:
         check_config(cfg, task)
         if run_dir is not None and is_rank_zero():
             lock_run_dir(run_dir)
         quiet_console()  # each log line once, no tips (after the config check: it imports Lightning)
+        use_threads()
         if in_sweep() and spawn_ddp(cfg.get("trainer")):
             log.info("DDP in a multirun: ranks are spawned (trainer.strategy=%s)", cfg.trainer.strategy)
         if task in SHOWS_TREE and run_dir is not None and is_rank_zero():
