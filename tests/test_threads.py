@@ -81,8 +81,9 @@ def choose_threads():
     return choose()
 
 def report(cfg):
-    import torch
-    print("started with", repr(os.environ.get("OMP_WAIT_POLICY")), torch.get_num_threads())
+    import gc, torch
+    print("started with", repr(os.environ.get("OMP_WAIT_POLICY")), torch.get_num_threads(), "gc", gc.isenabled())
+    print("start-up's objects frozen:", gc.get_freeze_count() > 0)
 
 run.choose_threads = choose_threads
 run.TASKS[{task!r}] = lambda: report
@@ -101,6 +102,7 @@ def started_with(script: str, task: str, load: float, tmp_path, **env: str) -> s
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "torch loaded when the threads were chosen: False" in proc.stdout  # OpenMP reads its policy at start
+    assert "start-up's objects frozen: True" in proc.stdout  # out of the collector's walks
     (line,) = [line for line in proc.stdout.splitlines() if line.startswith("started with")]
     return line
 
@@ -109,14 +111,14 @@ def started_with(script: str, task: str, load: float, tmp_path, **env: str) -> s
 def test_the_entry_point_chooses_before_torch_and_torch_runs_with_it(load: float, tmp_path):
     cores = compat.usable_cores()
     policy = thread_policy(cores=cores, elsewhere=load, env={})
-    assert started_with("train.py", "train", load, tmp_path) == f"started with {policy.wait!r} {policy.threads}"
+    assert started_with("train.py", "train", load, tmp_path) == f"started with {policy.wait!r} {policy.threads} gc True"
     if load and cores == 2:
         assert policy == ThreadPolicy(threads=1, wait="PASSIVE")
 
 
 def test_the_users_threads_and_policy_stay(tmp_path):
     line = started_with("train.py", "train", 1.0, tmp_path, OMP_NUM_THREADS="2", OMP_WAIT_POLICY="ACTIVE")
-    assert line == "started with 'ACTIVE' 2"
+    assert line == "started with 'ACTIVE' 2 gc True"
 
 
 def test_too_late_once_torch_is_loaded():

@@ -11,10 +11,13 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import import_module
+from importlib.util import find_spec
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 
@@ -59,7 +62,8 @@ class DropTips(logging.Filter):
 def quiet_console() -> None:
     """Each Lightning log line once, through the root (Hydra's) handlers; no tips; no warnings from
     Lightning's own calls. Idempotent. Call it after Hydra configured logging, before the Trainer."""
-    import lightning.pytorch  # noqa: F401  (imported first: it adds the handlers removed below)
+    with without_scipy_signal():
+        import lightning.pytorch  # noqa: F401  (imported first: it adds the handlers removed below)
 
     if not logging.getLogger().handlers:
         return  # nothing would print the records: keep Lightning's own handlers (no Hydra, e.g. a notebook)
@@ -75,6 +79,31 @@ def quiet_console() -> None:
             logger.addFilter(DropTips())
     for message in LIGHTNING_DEPRECATIONS:
         warnings.filterwarnings("ignore", message=message)
+
+
+# ---- torchmetrics' import of scipy.signal --------------------------------------------------------
+# Lightning imports torchmetrics at its own import, and torchmetrics imports scipy.signal (with scipy.stats,
+# .optimize, .interpolate: about 1.3 s, a tenth of the default toy run) only to give it a `hamming` alias that a
+# third-party audio package of its tests needs (torchmetrics/__init__.py, audio/__init__.py, functional/audio/
+# __init__.py; upstream: Lightning-AI/torchmetrics#3457, PR #3459). No metric here is an audio one: while
+# Lightning loads, a placeholder stands in for scipy.signal; the next `import scipy.signal` loads the real one.
+@contextmanager
+def without_scipy_signal() -> Iterator[None]:
+    """Import Lightning (and torchmetrics) inside this block without scipy.signal, if scipy is not loaded yet."""
+    if "scipy.signal" in sys.modules or find_spec("scipy") is None:
+        yield
+        return
+    placeholder = ModuleType("scipy.signal")
+    placeholder.hamming = None  # the alias torchmetrics checks for: present, so it adds none
+    sys.modules["scipy.signal"] = placeholder
+    try:
+        yield
+    finally:
+        if sys.modules.get("scipy.signal") is placeholder:
+            del sys.modules["scipy.signal"]
+        scipy = sys.modules.get("scipy")
+        if scipy is not None and vars(scipy).get("signal") is placeholder:
+            del scipy.signal
 
 
 # ---- Lightning's CSV writer -----------------------------------------------------------------------
