@@ -9,7 +9,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from ..compat import USER_THREADS, busy_elsewhere, cpu_sample, fitting_threads, usable_cores
+from ..compat import USER_THREADS, CpuSample, busy_elsewhere, cpu_sample, fitting_threads, usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ class ThreadFit(Callback):
     where the user set OMP_NUM_THREADS."""
 
     def __init__(self) -> None:
-        self.last = None
+        self.last: CpuSample | None = None  # the sample at the last epoch's start
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if USER_THREADS in os.environ:
