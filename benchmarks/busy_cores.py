@@ -1,28 +1,31 @@
-"""The default toy run on idle cores and beside busy ones, with the entry points' thread policy and without it.
+"""The default toy run with the project's thread choice: against OpenMP's spinning at idle, and beside busy cores.
 
-    python benchmarks/busy_cores.py [--rounds 3] [--idle-rounds 8] [--epochs 3]
+    python benchmarks/busy_cores.py [--rounds 3] [--spin-when-busy]
 
-Each measurement is a fresh `python train.py trainer.max_epochs=3 callbacks.attention_maps=null` (the default
-model and toy data, outputs in a temporary folder), timed from launch to exit. Four conditions, interleaved
-round by round so a change of load hits them alike (the idle pair in alternating order, over more rounds: a
-run varies by a few percent from one launch to the next):
+Each measurement is a fresh `python train.py ...` (outputs in a temporary folder), timed from launch to exit, its
+CPU seconds (user + system) beside. Per round, in turn (the idle pair in alternating order, so a drift of the
+machine hits both alike):
 
-- idle, policy: the entry points' default (they set OMP_WAIT_POLICY=PASSIVE when the user set neither
-  OMP_NUM_THREADS nor OMP_WAIT_POLICY: torch's OpenMP threads sleep while they wait);
-- idle, no policy: OMP_WAIT_POLICY set but empty, which the entry points leave alone and OpenMP ignores, so
-  its own default applies (threads spin a while before they sleep): what every run did before;
-- busy, policy / busy, no policy: the same with two other processes spinning on one core (`taskset -c 1`),
-  the case of a second job, a notebook or TensorBoard beside a training run. The slow case (threads spinning at
-  a barrier for the one on the crowded core) is timed once a round, with a time limit.
+- idle, default: `python train.py`, 10 epochs, attention maps and analysis on, the project's thread choice (one
+  torch thread per free core, OpenMP's own wait when all are free: compat.choose_threads);
+- idle, ACTIVE: the same with OMP_WAIT_POLICY=ACTIVE, where waiting threads spin without end (the fastest a
+  thread can pick up work on idle cores);
+- 3 epochs, idle / busy: `python train.py trainer.max_epochs=3 callbacks.attention_maps=null`, on idle cores and
+  with two other processes spinning on one of them (`taskset -c 1`), the case of a second job, a notebook or
+  TensorBoard beside a training run;
+- with --spin-when-busy, also the busy one with OMP_WAIT_POLICY=ACTIVE: what spinning costs there (minutes).
 
-Prints the median of each and the ratios (busy / idle, policy / no policy at idle, also as the median of
-each round's ratio), and writes benchmarks/results/busy_cores.json.
+Prints the CPU and three figures: the default run's median wall time, its ratio to ACTIVE (the median of each
+round's pair) and the busy 3-epoch run's median over the idle one's. Writes benchmarks/results/busy_cores.json,
+where each CPU model keeps its own entry.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,20 +35,33 @@ from contextlib import contextmanager, nullcontext
 
 from common import RESULTS, ROOT, machine, write_json
 
+DEFAULT = ["python", "train.py"]
+THREE_EPOCHS = [*DEFAULT, "trainer.max_epochs=3", "callbacks.attention_maps=null"]
+CONDITIONS = {  # name: (command, busy, environment)
+    "idle, default": (DEFAULT, False, {}),
+    "idle, ACTIVE": (DEFAULT, False, {"OMP_WAIT_POLICY": "ACTIVE"}),
+    "3 epochs, idle": (THREE_EPOCHS, False, {}),
+    "3 epochs, busy": (THREE_EPOCHS, True, {}),
+}
+SPINNING = {"3 epochs, busy, ACTIVE": (THREE_EPOCHS, True, {"OMP_WAIT_POLICY": "ACTIVE"})}
+RESULT = RESULTS / "busy_cores.json"
 
-def timed_run(epochs: int, env_extra: dict[str, str], timeout: float) -> float:
-    """Seconds of one default toy run, from launch to exit (a run past `timeout` counts as `timeout`)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
+
+def timed_run(command: list[str], env_extra: dict[str, str], timeout: float) -> tuple[float, float]:
+    """Wall and CPU seconds of one run, from launch to exit (a run past `timeout` counts as `timeout`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
     env.update(env_extra, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, str(ROOT / "train.py"), f"trainer.max_epochs={epochs}", "callbacks.attention_maps=null"]
-        cmd += ["trainer.enable_progress_bar=false", f"paths.log_dir={out}"]
+        cmd = [sys.executable, *command[1:], "trainer.enable_progress_bar=false", f"paths.log_dir={out}"]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         try:
             subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            return timeout
-        return time.perf_counter() - start
+            return timeout, float("nan")
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 @contextmanager
@@ -64,60 +80,62 @@ def busy_core(processes: int = 2, core: int = 1):
             p.wait()
 
 
-CONDITIONS = {  # name: (busy, environment)
-    "idle, policy": (False, {}),
-    "idle, no policy": (False, {"OMP_WAIT_POLICY": ""}),
-    "busy, policy": (True, {}),
-    "busy, no policy": (True, {"OMP_WAIT_POLICY": ""}),
-}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of the busy conditions")
-    parser.add_argument("--idle-rounds", type=int, default=8, help="rounds of the idle ones (a 3%% gap needs more)")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--spin-when-busy", action="store_true", help="also time the busy run with ACTIVE (slow)")
     parser.add_argument("--timeout", type=float, default=400.0)
     args = parser.parse_args()
-    timed_run(args.epochs, {}, args.timeout)  # warm-up: disk cache, tokenizer cache of the toy set
-    samples: dict[str, list[float]] = {name: [] for name in CONDITIONS}
-    for n in range(max(args.rounds, args.idle_rounds)):
-        names = [name for name, (busy, _) in CONDITIONS.items() if n < (args.rounds if busy else args.idle_rounds)]
-        idle = [name for name in names if not CONDITIONS[name][0]]
-        if n % 2:  # the idle pair in turn first and second, so a drift of the machine hits both alike
-            names = [*idle[::-1], *(name for name in names if name not in idle)]
+    conditions = CONDITIONS | (SPINNING if args.spin_when_busy else {})
+    cpu = machine()
+    print(f"CPU: {cpu['cpu']}, {len(os.sched_getaffinity(0))} usable cores", flush=True)
+    timed_run(DEFAULT, {}, args.timeout)  # warm-up: disk cache, the toy set's tokenizer cache
+    wall: dict[str, list[float]] = {name: [] for name in conditions}
+    cpu_s: dict[str, list[float]] = {name: [] for name in conditions}
+    for n in range(args.rounds):
+        names = list(conditions)
+        if n % 2:
+            names[0], names[1] = names[1], names[0]
         for name in names:
-            busy, env = CONDITIONS[name]
+            command, busy, env = conditions[name]
             with busy_core() if busy else nullcontext():
-                samples[name].append(timed_run(args.epochs, env, args.timeout))
-            print(f"{name:<16} {samples[name][-1]:7.1f} s", flush=True)
-    result = summarise(samples, args)
-    print(f"\nmedian seconds of a default toy run ({args.epochs} epochs, no attention maps):")
-    for name, value in result["median_s"].items():
-        print(f"  {name:<16} {value:7.1f} s")
-    for name, value in result["ratios"].items():
-        print(f"  {name:<40} {value:5.2f}x")
-    write_json(RESULTS / "busy_cores.json", result)
+                seconds, cpu_seconds = timed_run(command, env, args.timeout)
+            wall[name].append(seconds)
+            cpu_s[name].append(cpu_seconds)
+            print(f"  round {n + 1}  {name:<22} {seconds:6.1f} s wall {cpu_seconds:6.1f} s CPU", flush=True)
+    result = summarise(wall, cpu_s, cpu, args.rounds)
+    figures = result["figures"]
+    print(f"default toy run (python train.py), idle:    {figures['default_s']:5.1f} s  median of {args.rounds}")
+    print(f"its time / OMP_WAIT_POLICY=ACTIVE, idle:     {figures['default / active']:5.2f}x  median of paired rounds")
+    print(f"3-epoch run beside 2 busy processes / idle: {figures['busy / idle']:5.2f}x  medians")
+    everything = json.loads(RESULT.read_text()) if RESULT.is_file() else {}
+    runs = everything.get("runs", {}) if isinstance(everything.get("runs"), dict) else {}
+    write_json(RESULT, {"runs": runs | {cpu["cpu"]: result}})
 
 
-def summarise(samples: dict[str, list[float]], args: argparse.Namespace) -> dict:
-    """The medians, the ratios and the machine. At idle the two conditions also compare round by round (each
-    round's pair ran back to back): the median of those ratios, which a slow stretch of the machine moves less."""
-    median = {name: statistics.median(values) for name, values in samples.items()}
-    paired = [a / b for a, b in zip(samples["idle, policy"], samples["idle, no policy"], strict=False)]
+def described(name: str) -> str:
+    """A condition's command line, its environment first."""
+    command, busy, env = (CONDITIONS | SPINNING)[name]
+    return " ".join([*(f"{k}={v}" for k, v in env.items()), *command]) + (" beside 2 busy processes" if busy else "")
+
+
+def summarise(wall: dict[str, list[float]], cpu_s: dict[str, list[float]], cpu: dict, rounds: int) -> dict:
+    """The three figures, the medians and every sample, and the machine."""
+    median = {name: statistics.median(values) for name, values in wall.items()}
+    paired = [a / b for a, b in zip(wall["idle, default"], wall["idle, ACTIVE"], strict=True)]
     return {
-        "command": f"python train.py trainer.max_epochs={args.epochs} callbacks.attention_maps=null",
+        "commands": {name: described(name) for name in wall},
         "busy": "2 processes spinning on core 1 (taskset -c 1)",
-        "rounds": {"busy": args.rounds, "idle": args.idle_rounds},
-        "median_s": median,
-        "samples_s": samples,
-        "ratios": {
-            "busy / idle, policy": median["busy, policy"] / median["idle, policy"],
-            "busy / idle, no policy": median["busy, no policy"] / median["idle, no policy"],
-            "policy / no policy, idle (medians)": median["idle, policy"] / median["idle, no policy"],
-            "policy / no policy, idle (paired rounds)": statistics.median(paired),
+        "rounds": rounds,
+        "figures": {
+            "default_s": median["idle, default"],
+            "default / active": statistics.median(paired),
+            "busy / idle": median["3 epochs, busy"] / median["3 epochs, idle"],
         },
-        "machine": machine(),
+        "median_s": median,
+        "median_cpu_s": {name: statistics.median(values) for name, values in cpu_s.items()},
+        "samples_s": wall,
+        "machine": cpu,
         "date": time.strftime("%Y-%m-%d"),
     }
 

@@ -439,3 +439,15 @@ def test_an_analysis_that_would_cost_too_much_is_skipped_with_the_command_that_r
     assert not list((tmp_path / "outputs").rglob("analysis")) and proc.returncode == 0
     line = refused("train.py", *tiny_overrides, "callbacks.model_analysis.max_cost=0")
     assert "callbacks.model_analysis.max_cost=0 must be a positive share of the fit's time" in line
+
+
+def test_the_heads_rank_correlation_is_scipys_spearman_ties_included():
+    from scipy.stats import spearmanr
+
+    from transformer_attention.analysis.heads import _spearman
+
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        a, b = rng.integers(0, 4, (2, 4)).astype(float), rng.normal(size=(2, 4))  # (L, H) tables, ties in a
+        assert _spearman(a, b) == pytest.approx(spearmanr(a.ravel(), b.ravel()).statistic, abs=1e-5)
+    assert np.isnan(_spearman(np.ones((2, 2)), rng.normal(size=(2, 2))))  # a constant table: no ranking

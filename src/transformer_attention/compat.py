@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import csv
 import logging
+import math
 import os
+import sys
+import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import import_module
+from importlib.util import find_spec
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 
@@ -55,7 +62,8 @@ class DropTips(logging.Filter):
 def quiet_console() -> None:
     """Each Lightning log line once, through the root (Hydra's) handlers; no tips; no warnings from
     Lightning's own calls. Idempotent. Call it after Hydra configured logging, before the Trainer."""
-    import lightning.pytorch  # noqa: F401  (imported first: it adds the handlers removed below)
+    with without_scipy_signal():
+        import lightning.pytorch  # noqa: F401  (imported first: it adds the handlers removed below)
 
     if not logging.getLogger().handlers:
         return  # nothing would print the records: keep Lightning's own handlers (no Hydra, e.g. a notebook)
@@ -71,6 +79,31 @@ def quiet_console() -> None:
             logger.addFilter(DropTips())
     for message in LIGHTNING_DEPRECATIONS:
         warnings.filterwarnings("ignore", message=message)
+
+
+# ---- torchmetrics' import of scipy.signal --------------------------------------------------------
+# Lightning imports torchmetrics at its own import, and torchmetrics imports scipy.signal (with scipy.stats,
+# .optimize, .interpolate: about 1.3 s, a tenth of the default toy run) only to give it a `hamming` alias that a
+# third-party audio package of its tests needs (torchmetrics/__init__.py, audio/__init__.py, functional/audio/
+# __init__.py; upstream: Lightning-AI/torchmetrics#3457, PR #3459). No metric here is an audio one: while
+# Lightning loads, a placeholder stands in for scipy.signal; the next `import scipy.signal` loads the real one.
+@contextmanager
+def without_scipy_signal() -> Iterator[None]:
+    """Import Lightning (and torchmetrics) inside this block without scipy.signal, if scipy is not loaded yet."""
+    if "scipy.signal" in sys.modules or find_spec("scipy") is None:
+        yield
+        return
+    placeholder = ModuleType("scipy.signal")
+    placeholder.hamming = None  # the alias torchmetrics checks for: present, so it adds none
+    sys.modules["scipy.signal"] = placeholder
+    try:
+        yield
+    finally:
+        if sys.modules.get("scipy.signal") is placeholder:
+            del sys.modules["scipy.signal"]
+        scipy = sys.modules.get("scipy")
+        if scipy is not None and vars(scipy).get("signal") is placeholder:
+            del scipy.signal
 
 
 # ---- Lightning's CSV writer -----------------------------------------------------------------------
@@ -108,21 +141,102 @@ def tensorboard_tag(tag: str) -> str:
     return tag if curve or tag.startswith("~") else f"~{tag}"
 
 
-# ---- torch's OpenMP threads on a crowded core -----------------------------------------------------
-# torch's OpenMP threads (GNU libgomp) spin at a barrier while they wait for each other. Where another process
-# shares one of the cores, the thread on that core runs late and the others spin for it: a 3-epoch toy run took
-# 155 s instead of 8.4 s with two busy processes on one of 2 cores, 8.0 s with OMP_WAIT_POLICY=PASSIVE (the
-# waiting threads sleep). At idle it costs a few percent at most, within the noise (benchmarks/busy_cores.py).
-def calm_threads() -> bool:
-    """Make torch's OpenMP threads sleep while they wait (OMP_WAIT_POLICY=PASSIVE), unless the user chose
-    threads or a policy themselves (OMP_NUM_THREADS, OMP_WAIT_POLICY set, even empty) or torch is already
-    loaded (too late: libgomp reads it at start). True if it set the policy."""
-    import sys
+# ---- torch's threads, chosen from the load --------------------------------------------------------
+# torch's OpenMP threads (GNU libgomp) spin a while at a barrier before they sleep. Where another process shares
+# one of their cores, the thread on it runs late and the others spin for it: a 3-epoch toy run took 155 s instead
+# of 8.4 s with two busy processes on one of 2 cores. Sleeping at once (OMP_WAIT_POLICY=PASSIVE) cured that but
+# cost up to 1.36x on idle cores (AMD EPYC). So a run takes one thread per core that is free when it starts,
+# keeps OpenMP's own wait when that is every core and sleeps at once when some are busy; a callback
+# (callbacks/threads.py) fits the count to the free cores again at each epoch. OMP_WAIT_POLICY is read when
+# libgomp starts (torch's import): `choose_threads` runs before. A user's OMP_*/GOMP_* settings stay as set.
+USER_THREADS = "OMP_NUM_THREADS"
+USER_WAIT = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+BUSY_SHARE = 0.4  # a core counts as busy once other processes use 40% of it (two processes sharing one: 50% each)
+MIN_WINDOW_S = 0.2  # the shortest look at the load before the run starts
 
-    if "OMP_NUM_THREADS" in os.environ or "OMP_WAIT_POLICY" in os.environ or "torch" in sys.modules:
-        return False
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    return True
+
+@dataclass(frozen=True)
+class CpuSample:
+    """CPU seconds spent so far on this process's cores by every process (`busy`) and by this one (`own`)."""
+
+    at: float
+    busy: float
+    own: float
+
+
+def cpu_sample() -> CpuSample | None:
+    """The CPU seconds now, from /proc/stat's per-core lines (Linux); None where there are none."""
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    ticks = 0
+    for line in lines:
+        name, *fields = line.split() or [""]
+        if not name.startswith("cpu") or not name[3:].isdigit() or (cores is not None and int(name[3:]) not in cores):
+            continue
+        values = [int(v) for v in fields[:8]]  # user nice system idle iowait irq softirq steal
+        ticks += sum(values) - values[3] - values[4]
+    own = os.times()
+    return CpuSample(at=time.monotonic(), busy=ticks / os.sysconf("SC_CLK_TCK"), own=own.user + own.system)
+
+
+def busy_elsewhere(since: CpuSample | None, until: CpuSample | None) -> float:
+    """The cores' worth of CPU that other processes used between two samples (0 without samples)."""
+    if since is None or until is None or until.at <= since.at:
+        return 0.0
+    return max(0.0, (until.busy - since.busy) - (until.own - since.own)) / (until.at - since.at)
+
+
+def fitting_threads(cores: int, elsewhere: float) -> int:
+    """One thread per core of `cores` that other processes (`elsewhere` cores' worth of CPU) leave free, at least 1."""
+    return max(1, cores - math.floor(elsewhere + 1 - BUSY_SHARE))
+
+
+@dataclass(frozen=True)
+class ThreadPolicy:
+    """torch's thread count (None: the user's OMP_NUM_THREADS) and the OMP_WAIT_POLICY to set (None: leave it)."""
+
+    threads: int | None
+    wait: str | None
+
+
+def thread_policy(cores: int, elsewhere: float, env: Mapping[str, str]) -> ThreadPolicy:
+    """The threads a run starts with: one per free core, OpenMP's own wait when every core is free, PASSIVE when
+    some are busy (a thread may then share a core: spinning for it would crawl); the user's settings win."""
+    if USER_THREADS in env:
+        return ThreadPolicy(threads=None, wait=None)
+    threads = fitting_threads(cores, elsewhere)
+    own_wait = any(name in env for name in USER_WAIT)
+    return ThreadPolicy(threads=threads, wait=None if own_wait or threads >= cores else "PASSIVE")
+
+
+STARTED = cpu_sample()  # the load is watched from the entry point's start (its imports, Hydra's composition)
+chosen: ThreadPolicy | None = None
+
+
+def choose_threads() -> ThreadPolicy | None:
+    """Decide the run's threads from the load since the process started and set its wait policy; call it before
+    torch is imported (None, and nothing set, once it is: libgomp read its settings then). `use_threads` applies
+    the count."""
+    global chosen
+    if "torch" in sys.modules:
+        return None
+    if STARTED is not None and (wait := MIN_WINDOW_S - (time.monotonic() - STARTED.at)) > 0:
+        time.sleep(wait)
+    chosen = thread_policy(usable_cores(), busy_elsewhere(STARTED, cpu_sample()), os.environ)
+    if chosen.wait is not None:
+        os.environ["OMP_WAIT_POLICY"] = chosen.wait
+    return chosen
+
+
+def use_threads() -> None:
+    """Give torch the thread count `choose_threads` chose (nothing if it chose none)."""
+    if chosen is not None and chosen.threads is not None:
+        import torch
+
+        torch.set_num_threads(chosen.threads)
 
 
 def usable_cores() -> int:
@@ -131,11 +245,6 @@ def usable_cores() -> int:
 
 
 def free_cores() -> int:
-    """The usable cores that no other process is running on now (at least 1): what the skip-gram's worker threads
-    default to, so that they do not spin on a busy core either."""
-    cores = usable_cores()
-    try:
-        running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])  # runnable tasks, this one too
-    except (OSError, ValueError, IndexError):
-        return cores
-    return max(1, min(cores, cores - (running - 1)))
+    """The usable cores that other processes left free since this one started (at least 1): what the skip-gram's
+    worker threads default to, so that they do not spin on a busy core either."""
+    return fitting_threads(usable_cores(), busy_elsewhere(STARTED, cpu_sample()))

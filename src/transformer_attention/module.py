@@ -161,16 +161,16 @@ class ClassifierModule(EncoderModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss, preds, labels = self.model_step(batch)
-        self.train_loss(loss)
-        self.train_acc(preds, labels)
+        self.train_loss(loss)  # forward: its step value is logged too
+        self.train_acc.update(preds, labels)  # logged per epoch only: no per-batch value to compute
         self.log("train/loss", self.train_loss, on_step=True, on_epoch=True, prog_bar=True)
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         loss, preds, labels = self.model_step(batch)
-        self.val_loss(loss)
-        self.val_metrics(preds, labels)
+        self.val_loss.update(loss)
+        self.val_metrics.update(preds, labels)
         self.log("val/loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log_dict(self.val_metrics, on_step=False, on_epoch=True, prog_bar=True)
 
@@ -181,8 +181,8 @@ class ClassifierModule(EncoderModule):
     # ---- test ----------------------------------------------------------------------------
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
         loss, preds, labels = self.model_step(batch)
-        self.test_loss(loss)
-        self.test_metrics(preds, labels)
+        self.test_loss.update(loss)
+        self.test_metrics.update(preds, labels)
         self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
         self.log_dict(self.test_metrics, on_step=False, on_epoch=True)
         return {"preds": preds, "labels": labels}  # for callbacks: the confusion matrix

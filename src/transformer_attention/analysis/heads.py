@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as F
-from scipy.stats import spearmanr
 from torch import nn
+from torchmetrics.functional import spearman_corrcoef
 from tqdm import tqdm
 
 from ..inference import Passes, batched, forward_batches
@@ -163,10 +163,12 @@ def head_importance(
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman's rank correlation of two (L, H) tables; NaN when either is constant (one head, or no signal)."""
+    """Spearman's rank correlation of two (L, H) tables (ties ranked by their mean, as scipy's spearmanr; torchmetrics'
+    is loaded with Lightning, scipy.stats would add a second of start-up); NaN when either is constant."""
     if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan")
-    return float(spearmanr(a.ravel(), b.ravel()).statistic)
+    ranked = [torch.as_tensor(x.ravel(), dtype=torch.float64) for x in (a, b)]
+    return float(spearman_corrcoef(*ranked))
 
 
 def _hidden(progress: bool | None) -> bool | None:
