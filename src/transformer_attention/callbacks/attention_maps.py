@@ -23,6 +23,7 @@ import lightning as L
 import numpy as np
 from lightning.pytorch.callbacks import Callback
 
+from ..files import shown
 from ..inference import infer
 from ..plotting import AttentionGrid, RolloutBars, attention_rollout, pooled_rollout, save_attention_html
 from ..plotting.style import MAX_TOKENS
@@ -89,6 +90,9 @@ class AttentionMapLogger(Callback):
         dm = trainer.datamodule
         if getattr(dm, "tokenizer", None) is None:
             log.warning("AttentionMapLogger: the datamodule has no tokenizer; no attention maps")
+            return
+        if trainer.fast_dev_run:
+            log.info("attention maps: none in a fast_dev_run (it logs nothing)")
             return
         if not image_loggers(trainer.loggers):
             log.warning("AttentionMapLogger: no logger that takes images (TensorBoard, MLflow, W&B); no attention maps")
@@ -193,7 +197,7 @@ class AttentionMapLogger(Callback):
             save_attention_html(folder / f"{e.name}.html", e.tokens, e.attentions, title=e.name, caption=e.caption)
             for e in self.last
         ]
-        log.info("attention maps: interactive views of the %d examples in %s", len(self.pages), folder)
+        log.info("attention maps: interactive views of the %d examples in %s", len(self.pages), shown(folder))
         return self.pages
 
     def _with_mean(self, heads: int) -> bool:
