@@ -215,7 +215,7 @@ def test_common_trainer_settings_override_without_plus_and_stay_checked():
 
 # ---- small helpers of the console ----------------------------------------------------------------------
 def test_seconds_and_plurals_read_right():
-    assert [seconds(x) for x in (0.04, 0.4, 9.94, 12.4)] == ["0.0 s", "0.4 s", "9.9 s", "12 s"]
+    assert [seconds(x) for x in (0.04, 0.4, 9.94, 12.4, 270)] == ["0.0 s", "0.4 s", "9.9 s", "12 s", "4.5 min"]
     assert [plural(n, "batch") for n in (0, 1, 7)] == ["0 batches", "1 batch", "7 batches"]
 
 
@@ -226,6 +226,21 @@ def test_short_format_names_the_source_and_only_an_unusual_level():
     record = logging.LogRecord("lightning.pytorch.utilities.rank_zero", logging.WARNING, "f", 1, "hm", None, None)
     assert re.fullmatch(r"\d\d:\d\d:\d\d lightning WARNING: hm", fmt.format(record))
     assert not FileOnly().filter(logging.LogRecord("x", logging.INFO, "f", 1, "TPU available: False", None, None))
+
+
+def test_a_run_resumed_in_place_hears_nothing_of_its_own_checkpoints(tmp_path):
+    """Lightning's "exists and is not empty" about the run's own checkpoints/ is silenced; about any other folder
+    it still speaks (a dirpath a user set)."""
+    import warnings
+
+    from transformer_attention.compat import expect_checkpoints
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        expect_checkpoints(tmp_path / "run")
+        warnings.warn(f"Checkpoint directory {tmp_path / 'run' / 'checkpoints'} exists and is not empty.", stacklevel=1)
+        warnings.warn(f"Checkpoint directory {tmp_path / 'other'} exists and is not empty.", stacklevel=1)
+    assert [str(w.message) for w in caught] == [f"Checkpoint directory {tmp_path / 'other'} exists and is not empty."]
 
 
 # ---- third-party progress bars -----------------------------------------------------------------------------

@@ -101,5 +101,7 @@ def plural(count: int, noun: str) -> str:
 
 
 def seconds(value: float) -> str:
-    """`0.3 s`, `12 s`: a time as the console shows it, a tenth of a second under 10 s (never `0 s`)."""
+    """`0.3 s`, `12 s`, `4.5 min`: a time as the console shows it, a tenth of a second under 10 s (never `0 s`)."""
+    if value >= 120:
+        return f"{value / 60:.1f} min"
     return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
