@@ -27,6 +27,7 @@ from ..files import shown
 from ..inference import infer
 from ..plotting import AttentionGrid, RolloutBars, attention_rollout, pooled_rollout, save_attention_html
 from ..plotting.style import MAX_TOKENS
+from .console import plural
 from .examples import Example, Logged, choose_examples, label_names, table_cell
 from .sinks import ImageWriter, image_loggers, log_text
 
@@ -125,8 +126,8 @@ class AttentionMapLogger(Callback):
         if self.cost["logs"]:
             own = f", {self.writer.seconds:.2f} s on their own thread" if self.writer.background else ""
             log.info(
-                "attention maps: %d images at %d steps, %.2f s on the training thread%s",
-                *(self.cost["images"], self.cost["logs"], self.cost["seconds"], own),
+                "attention maps: %s at %s, %.2f s on the training thread%s",
+                *(plural(self.cost["images"], "image"), plural(self.cost["logs"], "step"), self.cost["seconds"], own),
             )
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
@@ -197,7 +198,7 @@ class AttentionMapLogger(Callback):
             save_attention_html(folder / f"{e.name}.html", e.tokens, e.attentions, title=e.name, caption=e.caption)
             for e in self.last
         ]
-        log.info("attention maps: interactive views of the %d examples in %s", len(self.pages), shown(folder))
+        log.info("attention maps: interactive views of %s in %s", plural(len(self.pages), "example"), shown(folder))
         return self.pages
 
     def _with_mean(self, heads: int) -> bool:
