@@ -172,7 +172,8 @@ def test_a_text_hydra_cannot_parse_is_one_line_naming_the_quoting_that_works(tex
 
 def test_lists_flags_and_sweeps_pass_the_command_line_check():
     check_command_line(["-m", "model.num_heads=2,4", 'texts=["a, b", "c"]', "--config-name", "train", "+x=1"])
-    check_command_line(["--cfg", "job", "model.d_model=64", "~callbacks.early_stopping"])
+    check_command_line(["--cfg", "job", "model.d_model=64", "~callbacks.early_stopping", "--info", "plugins"])
+    check_command_line(["hparams_search=optuna", "model.dropout=interval(0.1,0.5)", "model.num_heads=2,4"])
     with pytest.raises(SystemExit, match="quote each text inside the list"):
         check_command_line(["texts=[it's, fine]"])
 

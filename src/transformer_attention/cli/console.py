@@ -21,7 +21,10 @@ FILE_ONLY = (
 )
 GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 TEXT_KEYS = ("text", "texts", "notes")  # keys whose values are free text: the quoting hint names them
-FLAGS_WITH_VALUES = ("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir", "-c", "--cfg", "-p")
+FLAGS_WITH_VALUES = (  # Hydra's flags that take a word after them
+    *("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir", "-c", "--cfg", "-p", "--package"),
+    *("-i", "--info", "--experimental-rerun"),
+)
 
 
 class ShortFormat(logging.Formatter):
@@ -68,8 +71,14 @@ def check_command_line(argv: Sequence[str] | None = None) -> None:
             start, end = (owners[-1] if owners else i), next_override(args, i + 1)
             why = "the shell split it into words" if end > start + 1 else "Hydra cannot read it unquoted"
             raise SystemExit(unreadable(" ".join(args[start:end]), why)) from None
-        if override.is_sweep_override() and not multirun:
+        # a sweep of other keys is left to Hydra: a config may set hydra.mode=MULTIRUN (hparams_search=optuna)
+        if override.is_sweep_override() and not multirun and is_text(override.key_or_group):
             raise SystemExit(unreadable(arg, "a comma makes it a sweep (-m)"))
+
+
+def is_text(key: str) -> bool:
+    """Whether an override's key takes free text (`text`, `callbacks.attention_maps.texts`, `notes`)."""
+    return key.lstrip("+~").split("@")[0].split(".")[-1] in TEXT_KEYS
 
 
 def next_override(args: Sequence[str], start: int) -> int:
@@ -88,7 +97,7 @@ def unreadable(arg: str, why: str) -> str:
         quoted, how = f"'{key}=\"{value}\"'", "in double quotes, inside single quotes for the shell"
     if is_list:
         fix = f'quote each text inside the list: \'{key}=["first text", "second, text"]\''
-    elif key.lstrip("+~").split(".")[-1] in TEXT_KEYS:
+    elif is_text(key):
         fix = f"put the text {how}: {quoted}"
     else:
         fix = f"put the value {how}: {quoted} (the override grammar: {GRAMMAR})"
