@@ -39,7 +39,7 @@ def print_config_tree(
     if base is None:  # console.tree=full, or no Hydra to compose the defaults with: the whole tree
         print("\n".join([tree_text(cfg, unused), *where]))
         return
-    lines = [f"  {key}: {value}" for key, value in changes(cfg, base) if key.split(".", 1)[0] not in unused]
+    lines = [f"  {key}: {value}" for key, value in changes(cfg, base) if key.lstrip("~").split(".")[0] not in unused]
     head = "what this run changes from the defaults" if lines else "the defaults"
     print("\n".join([f"config: {head} (console.tree=full prints all of it)", *lines, *where]))
 
@@ -136,5 +136,13 @@ def _plain(node: Any, raw: Any) -> Any:
     return out
 
 
+class _Dumper(yaml.SafeDumper):
+    """YAML of plain values; any other value a config may hold (an enum, a path) written as its text."""
+
+
+_Dumper.add_multi_representer(object, lambda dumper, value: dumper.represent_str(str(value)))
+
+
 def _yaml(values: dict) -> str:
-    return yaml.safe_dump(values, sort_keys=False, allow_unicode=True, width=float("inf"), default_flow_style=False)
+    """Block YAML, keys in their order, never folded: a long path stays on its line."""
+    return yaml.dump(values, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=float("inf"))
