@@ -91,8 +91,9 @@ def quiet_datasets() -> None:
 
 def expect_checkpoints(run_dir: str | Path) -> None:
     """Silence Lightning's warning that a checkpoint folder under `run_dir` is not empty (a run resumed in place)."""
-    folder = re.escape(str(run_dir).rstrip("/"))
-    warnings.filterwarnings("ignore", message=rf"Checkpoint directory {folder}[/\\].* exists and is not empty")
+    # the folder as given, and as ModelCheckpoint writes its dirpath (a realpath: through symlinks)
+    folders = "|".join(re.escape(str(p).rstrip("/")) for p in {str(run_dir), os.path.realpath(run_dir)})
+    warnings.filterwarnings("ignore", message=rf"Checkpoint directory ({folders})[/\\].* exists and is not empty")
 
 
 # ---- Lightning's CSV writer -----------------------------------------------------------------------
