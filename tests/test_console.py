@@ -185,6 +185,7 @@ def test_predict_refuses_an_unquoted_text_in_one_line_before_any_work(tmp_path):
         'override error: "text=it\'s not bad": Hydra cannot read it unquoted; put the text in double quotes, '
         'escaped for the shell: "text=\\"it\'s not bad\\""'
     )
+    assert proc.stderr.strip() in (ROOT / "docs" / "using-models.md").read_text()  # the guide shows this very line
 
 
 # ---- Trainer settings people set, without "+" ------------------------------------------------------------
