@@ -217,7 +217,8 @@ def test_common_trainer_settings_override_without_plus_and_stay_checked():
 
 # ---- small helpers of the console ----------------------------------------------------------------------
 def test_seconds_and_plurals_read_right():
-    assert [seconds(x) for x in (0.04, 0.4, 9.94, 12.4, 270)] == ["0.0 s", "0.4 s", "9.9 s", "12 s", "4.5 min"]
+    times = [seconds(x) for x in (0.0, 0.04, 0.4, 9.94, 12.4, 270)]
+    assert times == ["<0.01 s", "0.04 s", "0.40 s", "9.9 s", "12 s", "4.5 min"]
     assert [plural(n, "batch") for n in (0, 1, 7)] == ["0 batches", "1 batch", "7 batches"]
 
 

@@ -101,7 +101,12 @@ def plural(count: int, noun: str) -> str:
 
 
 def seconds(value: float) -> str:
-    """`0.3 s`, `12 s`, `4.5 min`: a time as the console shows it, a tenth of a second under 10 s (never `0 s`)."""
+    """`0.04 s`, `3.2 s`, `12 s`, `4.5 min`: a time as the console shows it, to two significant digits or so, never
+    `0 s` (a fast_dev_run's fit takes a fraction of a second)."""
     if value >= 120:
         return f"{value / 60:.1f} min"
-    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+    if value >= 10:
+        return f"{value:.0f} s"
+    if value >= 1:
+        return f"{value:.1f} s"
+    return f"{value:.2f} s" if value >= 0.01 else "<0.01 s"
