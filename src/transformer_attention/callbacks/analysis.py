@@ -121,8 +121,8 @@ class ModelAnalysis(Callback):
                 log.info("model analysis skipped: it needs a checkpoint and %s (python evaluate.py analyses=...)", why)
                 return
             log.info(
-                "model analysis skipped: it would take about %s, %.1fx the fit's %s (more than "
-                "callbacks.model_analysis.max_cost=%s); run it on the checkpoint:\n  %s",
+                "model analysis skipped: about %s, %.2fx the fit's %s, more than callbacks.model_analysis.max_cost=%s; "
+                "to run it:\n  %s",
                 *(seconds(estimate), estimate / max(fit_seconds, 1e-9), seconds(fit_seconds), self.max_cost),
                 self.command(shown(saved)),
             )
