@@ -15,4 +15,5 @@ def main(cfg):
 
 
 if __name__ == "__main__":
+    cli.check_command_line()  # a value Hydra cannot parse: one line naming the quoting that works
     main()

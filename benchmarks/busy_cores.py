@@ -7,7 +7,7 @@ CPU seconds (user + system) beside. Per round, in turn (the idle pair in alterna
 machine hits both alike):
 
 - idle, default: `python train.py`, 10 epochs, attention maps and analysis on, the project's thread choice (one
-  torch thread per free core, OpenMP's own wait when all are free: compat.choose_threads);
+  torch thread per free core, OpenMP's own wait when all are free: threads.choose_threads);
 - idle, ACTIVE: the same with OMP_WAIT_POLICY=ACTIVE, where waiting threads spin without end (the fastest a
   thread can pick up work on idle cores);
 - 3 epochs, idle / busy: `python train.py trainer.max_epochs=3 callbacks.attention_maps=null`, on idle cores and

@@ -432,8 +432,11 @@ def test_evaluate_runs_both_analyses_on_a_checkpoint_and_refuses_bad_inputs(toy_
 def test_an_analysis_that_would_cost_too_much_is_skipped_with_the_command_that_runs_it(tmp_path: Path, tiny_overrides):
     proc = run_entry("train.py", *tiny_overrides, "callbacks.model_analysis.max_cost=0.0001")
     log = next((tmp_path / "outputs" / "train" / "runs").glob("*/train.log")).read_text()
-    (line,) = [line for line in log.splitlines() if "model analysis skipped" in line]
-    assert "callbacks.model_analysis.max_cost=0.0001" in line
+    lines = log.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if "model analysis skipped" in line]
+    line, command = lines[at], lines[at + 1]  # the command on a line of its own, to copy
+    assert "callbacks.model_analysis.max_cost=0.0001" in line and command.startswith("  python evaluate.py ")
+    line += command
     assert "python evaluate.py ckpt_path=" in line and "analyses=[heads,faithfulness] analysis.split=validation" in line
     assert "data.toy_size=400" in line  # the run's data overrides, so evaluate.py reads the same splits
     assert not list((tmp_path / "outputs").rglob("analysis")) and proc.returncode == 0

@@ -114,7 +114,7 @@ def test_optuna_search_space_never_breaks_head_divisibility(conf):
 
 
 def test_config_tree_is_printed_and_saved(conf, tmp_path: Path, capsys):
-    print_config_tree(conf("tags=[a,b]", "notes=hello"), save_to=tmp_path / "tree.log")
+    print_config_tree(conf("tags=[a,b]", "notes=hello", "console.tree=full"), save_to=tmp_path / "tree.log")
     saved = (tmp_path / "tree.log").read_text()
     assert "d_model: 64" in capsys.readouterr().out
     for text in ("data", "model", "trainer", "d_model: 64", "- a", "notes: hello"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -258,6 +259,22 @@ def test_predict_entry_reads_stdin(trained, tmp_path: Path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sum(line.endswith(("| a dull film", "| not bad at all")) for line in proc.stdout.splitlines()) == 2
+
+
+@pytest.mark.slow
+def test_predict_takes_texts_quoted_as_the_guide_shows(trained, tmp_path: Path):
+    """The command lines docs/using-models.md gives, run by a shell: a comma, an apostrophe and other scripts
+    reach the model whole."""
+    from test_console import TEXTS, documented
+
+    run, _ = trained
+    ckpt = run / "checkpoints" / "last.ckpt"
+    options = {"cwd": tmp_path, "env": entry_env(), "capture_output": True, "text": True, "timeout": 120}
+    for text in (TEXTS[2], TEXTS[1]):  # a comma and two scripts, in single quotes; an apostrophe, escaped
+        command = f"{shlex.quote(sys.executable)} {ROOT / 'predict.py'} ckpt_path={ckpt} {documented('text', text)}"
+        proc = subprocess.run(f"{command} paths.log_dir={tmp_path / 'outputs'}", shell=True, **options)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert [line for line in proc.stdout.splitlines() if line.endswith(f"| {text}")], proc.stdout
 
 
 @pytest.mark.slow

@@ -104,6 +104,7 @@ def test_interrupt_keeps_last_ckpt_and_resume_continues_the_same_run(signum: int
 
     resumed = run_entry("train.py", *overrides, f"ckpt_path={last}", cwd=tmp_path)
     assert f"Restored all states from the checkpoint at {last}" in resumed.stdout + resumed.stderr
+    assert "exists and is not empty" not in resumed.stdout + resumed.stderr  # its own folder: no warning about it
     assert "final metrics" in resumed.stdout
     assert run_dirs(log_dir) == [run]  # the same folder, nothing new beside it
     end = torch.load(last, weights_only=True)

@@ -13,9 +13,9 @@ import pytest
 import torch
 from conftest import ROOT, entry_env
 
-from transformer_attention import compat
+from transformer_attention import threads
 from transformer_attention.callbacks import threads as thread_fit
-from transformer_attention.compat import CpuSample, ThreadPolicy, busy_elsewhere, fitting_threads, thread_policy
+from transformer_attention.threads import CpuSample, ThreadPolicy, busy_elsewhere, fitting_threads, thread_policy
 
 
 @pytest.mark.parametrize(
@@ -57,13 +57,13 @@ def test_the_load_elsewhere_leaves_out_this_process():
     assert busy_elsewhere(None, since) == busy_elsewhere(since, None) == 0.0  # no /proc/stat: no load known
 
 
-@pytest.mark.skipif(compat.cpu_sample() is None, reason="no /proc/stat on this system")
+@pytest.mark.skipif(threads.cpu_sample() is None, reason="no /proc/stat on this system")
 def test_a_sample_counts_this_process_work():
-    before = compat.cpu_sample()
+    before = threads.cpu_sample()
     end = time.process_time() + 0.3
     while time.process_time() < end:
         pass
-    after = compat.cpu_sample()
+    after = threads.cpu_sample()
     assert after.own - before.own >= 0.25
     assert after.busy - before.busy >= after.own - before.own - 0.05  # the cores' count holds ours (tick rounding)
 
@@ -71,9 +71,9 @@ def test_a_sample_counts_this_process_work():
 # the entry point as it is, the load faked, its task replaced by one that reports what torch started with
 REPORTING_TASK = """
 import importlib, os, runpy, sys
-compat = importlib.import_module("transformer_attention.compat")
+threads = importlib.import_module("transformer_attention.threads")
 run = importlib.import_module("transformer_attention.cli.run")  # the module (the package exports its function)
-compat.busy_elsewhere = lambda since, until: {load}
+threads.busy_elsewhere = lambda since, until: {load}
 choose = run.choose_threads
 
 def choose_threads():
@@ -109,7 +109,7 @@ def started_with(script: str, task: str, load: float, tmp_path, **env: str) -> s
 
 @pytest.mark.parametrize("load", [0.0, 1.0])
 def test_the_entry_point_chooses_before_torch_and_torch_runs_with_it(load: float, tmp_path):
-    cores = compat.usable_cores()
+    cores = threads.usable_cores()
     policy = thread_policy(cores=cores, elsewhere=load, env={})
     assert started_with("train.py", "train", load, tmp_path) == f"started with {policy.wait!r} {policy.threads} gc True"
     if load and cores == 2:
@@ -122,7 +122,7 @@ def test_the_users_threads_and_policy_stay(tmp_path):
 
 
 def test_too_late_once_torch_is_loaded():
-    code = "import os, torch; from transformer_attention.compat import choose_threads; print(choose_threads())"
+    code = "import os, torch; from transformer_attention.threads import choose_threads; print(choose_threads())"
     environment = {k: v for k, v in entry_env().items() if not k.startswith(("OMP_", "GOMP_"))}
     proc = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "None"  # libgomp read its settings when torch loaded: nothing is set

@@ -20,6 +20,10 @@ def test_fast_dev_run_prints_the_metrics_it_keeps(tiny_overrides, tmp_path: Path
     """The final table holds the test and training metrics, each the value metrics.json keeps (to the four
     significant digits printed), and their values are a loss and an accuracy."""
     proc = run_entry("train.py", *tiny_overrides, "trainer.fast_dev_run=true")
+    out = proc.stdout + proc.stderr
+    # the hints hold for what a fast_dev_run wrote (no checkpoint), times and counts read right
+    assert "last.ckpt" not in out and "fit's 0 s" not in out and "1 batches" not in out, out
+    assert "a fast_dev_run saves none" in out
     printed = final_metrics(proc.stdout)
     (run,) = run_dirs(tmp_path / "outputs")
     kept = json.loads((run / "metrics.json").read_text())
@@ -40,12 +44,25 @@ def test_fast_dev_run_from_another_directory(tmp_path: Path):
 
 
 def test_default_toy_run_is_accurate_and_writes_its_files(tmp_path: Path):
-    """The README's default run: >= 95% toy test accuracy, checkpoints best and last, TensorBoard logs."""
+    """The README's default run: >= 95% toy test accuracy, checkpoints best and last, TensorBoard logs; its captured
+    console a page a person reads: at most 60 lines, none over 160 characters or with trailing spaces, epoch lines
+    under 120, the config as what the run changes (only where its logs go) and where the whole tree is."""
     log_dir = tmp_path / "outputs"
-    proc = run_entry("train.py", f"paths.log_dir={log_dir}", "trainer.enable_progress_bar=false", timeout=600)
+    proc = run_entry("train.py", "paths.log_dir=outputs", cwd=tmp_path, timeout=600)  # as typed, beside its outputs
     metrics = final_metrics(proc.stdout)
     assert metrics["test/acc"] >= 0.95, metrics
+    lines = (proc.stdout + proc.stderr).splitlines()
+    assert len(lines) <= 60, "\n".join(lines)
+    assert not [line for line in lines if len(line) > 160 or line != line.rstrip()]
+    epochs = [line for line in lines if " console: epoch " in line]
+    assert len(epochs) == 10 and max(len(line) for line in epochs) < 120, epochs
     (run,) = run_dirs(log_dir)
+    assert lines[:3] == [
+        "config: what this run changes from the defaults (console.tree=full prints all of it)",
+        "  paths.log_dir: outputs",
+        f"config: all of it in {(run / 'config_tree.log').relative_to(tmp_path)}",
+    ]
+    assert "\npretrain:\n" in (run / "config_tree.log").read_text()
     ckpts = sorted(p.name for p in (run / "checkpoints").iterdir())
     assert "last.ckpt" in ckpts and any(c.startswith("epoch_") for c in ckpts)
     assert list(run.glob("events.out.tfevents.*"))
@@ -106,6 +123,7 @@ def test_one_csv_file_trains_validates_and_tests_on_carved_splits(tmp_path: Path
     metrics = final_metrics(proc.stdout)
     assert 0.0 <= metrics["test/acc"] <= 1.0 and "val/acc_best" in metrics
     assert re.search(r"no test split: \d+ rows carved from train \(data.test_fraction=0.1\)", proc.stdout + proc.stderr)
+    assert "Generating train split" not in proc.stdout + proc.stderr  # no `datasets` progress bar in the log
     dm = ReviewDataModule(name="local", path=str(path), vocab_size=500, min_frequency=1)  # the run's split settings
     raw = dm.load()
     n_val, n_test = len(raw["validation"]["text"]), len(raw["test"]["text"])
@@ -130,14 +148,14 @@ def test_a_run_prints_one_table_and_nothing_its_own_set_up_causes(tiny_overrides
         "lr-AdamW",
     ):
         assert message not in out, message
-    assert re.search(r"epoch 1/2, step \d+, [\d.]+ s: train/acc", out) and re.search(r"epoch 2/2, step", out)
+    assert re.search(r"epoch 1/2, step \d+, [\d.]+ s \| train acc", out) and re.search(r"epoch 2/2, step", out)
     assert out.count("final metrics") == 1
     table = final_metrics(proc.stdout)
     assert not [k for k in table if k.endswith(("_step", "_epoch")) or "lr" in k.split("/")[-1]]
     rows = proc.stdout.split("final metrics", 1)[1].splitlines()[1:]
     starts = {len(r) - len(r.lstrip(" ").split(" ", 1)[1].lstrip()) for r in rows if r.strip()}
     assert len(starts) == 1  # the values stand in one column
-    tree = proc.stdout.split("\n[20", 1)[0]  # what comes before the first log line
-    assert "── data" in tree and "── pretrain" not in tree  # what this run uses: it does not pretrain
+    tree = proc.stdout.split("config: all of it in ", 1)[0]  # what comes before the path of the whole tree
+    assert "  model.d_model: 16" in tree and "pretrain" not in tree  # what this run changes; it does not pretrain
     (run,) = run_dirs(Path(overrides[-1].split("=", 1)[1]))
-    assert "── pretrain" in (run / "config_tree.log").read_text()  # the whole tree is kept
+    assert "\npretrain:\n" in (run / "config_tree.log").read_text()  # the whole tree is kept

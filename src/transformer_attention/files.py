@@ -134,3 +134,12 @@ def resumed_in_place(ckpt_path: str | Path | None, output_dir: str | Path) -> bo
     hydra.run.dir puts it there)."""
     run = run_dir_of(ckpt_path)
     return run is not None and run == Path(output_dir).resolve()
+
+
+def shown(path: str | Path) -> str:
+    """`path` as the console shows it: relative to the working directory when it lies under it (shorter, still
+    copyable), else as it is."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)

@@ -35,7 +35,9 @@ from ..analysis.settings import check_analyses
 from ..analysis.write import images, summary, write_files
 from ..checks import is_number
 from ..errors import ConfigError
+from ..files import shown
 from ..inference import probabilities
+from .console import seconds
 from .sinks import image_loggers, log_image, log_text
 
 log = logging.getLogger(__name__)
@@ -113,11 +115,16 @@ class ModelAnalysis(Callback):
         estimate = self.estimate(pl_module.net, dm.splits)
         self.cost = {"fit_seconds": fit_seconds, "estimated_seconds": estimate}
         if self.max_cost is not None and estimate > self.max_cost * fit_seconds:
-            ckpt = getattr(trainer.checkpoint_callback, "best_model_path", "") or "<run>/checkpoints/last.ckpt"
+            saved = self.saved_checkpoint(trainer)
+            if saved is None:
+                why = "a fast_dev_run saves none" if trainer.fast_dev_run else "this run saved none"
+                log.info("model analysis skipped: it needs a checkpoint and %s (python evaluate.py analyses=...)", why)
+                return
             log.info(
-                "model analysis skipped: it would take about %.0f s, %.2fx the fit's %.0f s (callbacks.model_analysis."
-                "max_cost=%s); run it on the checkpoint: %s",
-                *(estimate, estimate / max(fit_seconds, 1e-9), fit_seconds, self.max_cost, self.command(ckpt)),
+                "model analysis skipped: about %s, %.2fx the fit's %s, more than callbacks.model_analysis.max_cost=%s; "
+                "to run it:\n  %s",
+                *(seconds(estimate), estimate / max(fit_seconds, 1e-9), seconds(fit_seconds), self.max_cost),
+                self.command(shown(saved)),
             )
             return
         start = time.perf_counter()
@@ -131,8 +138,9 @@ class ModelAnalysis(Callback):
         for line in summary(self.result):
             log.info("%s", line)
         log.info(
-            "model analysis: %.1f s, %.0f%% of the fit's %.0f s (estimated %.1f s), of %s; %s",
-            *(spent, 100 * spent / max(fit_seconds, 1e-9), fit_seconds, estimate, weights, folder),
+            "model analysis: %s, %.0f%% of the fit's %s (estimated %s), of %s:\n  %s",
+            *(seconds(spent), 100 * spent / max(fit_seconds, 1e-9), seconds(fit_seconds), seconds(estimate)),
+            *(weights, shown(folder)),
         )
 
     @staticmethod
@@ -146,6 +154,15 @@ class ModelAnalysis(Callback):
         net = copy.deepcopy(pl_module.net)
         net.load_state_dict({k.removeprefix("net."): v for k, v in state.items() if k.startswith("net.")})
         return net, f"the best checkpoint {Path(best).name}"
+
+    @staticmethod
+    def saved_checkpoint(trainer: L.Trainer) -> Path | None:
+        """The checkpoint the analyses can run on later: the best one, else a last.ckpt; None when the run saved
+        none (a fast_dev_run)."""
+        best = getattr(trainer.checkpoint_callback, "best_model_path", "") or ""
+        candidates = [Path(best)] if best else []
+        candidates += [Path(c.dirpath) / "last.ckpt" for c in trainer.checkpoint_callbacks if getattr(c, "dirpath", "")]
+        return next((path for path in candidates if path.is_file()), None)
 
     def command(self, ckpt: str) -> str:
         """The evaluate.py command that runs the same analyses on `ckpt`, with this run's data overrides."""

@@ -26,13 +26,15 @@ import lightning as L
 import numpy as np
 from lightning.pytorch.callbacks import Callback
 
+from ..files import shown
 from ..inference import infer
-from ..plotting import AttentionGrid, RolloutBars, attention_rollout, pooled_rollout, save_attention_html
+from ..plotting import AttentionGrid, RolloutBars, attention_rollout, pooled_rollout
 from ..plotting.scales import DEFAULT_SCALE, check_scale
 from ..plotting.text import ReviewText, paragraphs
 from ..plotting.windows import key_window, window_labels
 from ..plotting.words import POOLED_ROW
-from .examples import Example, Logged, choose_examples, label_names, table_cell
+from .console import plural
+from .examples import Example, Logged, choose_examples, label_names, save_pages, table_cell
 from .sinks import ImageWriter, image_loggers, log_text
 
 log = logging.getLogger(__name__)
@@ -47,11 +49,10 @@ class AttentionMapLogger(Callback):
     shows the keys the pooled row reads most (through all layers) with their neighbours; `text`: its words
     shaded by the pooled row (`ReviewText`), a paragraph per layer, the rollout and `text_heads` heads.
 
-    The examples are chosen once, at fit start: `num_examples` from the validation split (`pick_examples`),
-    plus any `texts` of your own (tagged `text_{j}`, e.g. a negated review). Only they go through the model,
-    in eval mode and without gradients (`infer`); the sanity check is skipped. The end of fit is logged too
-    when the last validation was not, so the image slider always ends at the trained model; with `html`, each
-    example's interactive page is written then too (`<run>/attention/<example>.html`).
+    The examples are chosen once, at fit start: `num_examples` from the validation split, plus any `texts` of
+    your own (tagged `text_{j}`). Only they go through the model (`infer`: eval mode, no gradients); the sanity
+    check is skipped. The end of fit is logged too, so the image slider always ends at the trained model; with
+    `html`, each example's interactive page is written then (`<run>/attention/<example>.html`).
 
     Cheap by design: each figure's labels, titles and colour bar are drawn once (again when a long text's
     window moves), every step writes only its cells (`AttentionGrid.render`). `background=True` draws and
@@ -105,6 +106,9 @@ class AttentionMapLogger(Callback):
         if getattr(dm, "tokenizer", None) is None:
             log.warning("AttentionMapLogger: the datamodule has no tokenizer; no attention maps")
             return
+        if trainer.fast_dev_run:
+            log.info("attention maps: none in a fast_dev_run (it logs nothing)")
+            return
         if not image_loggers(trainer.loggers):
             log.warning("AttentionMapLogger: no logger that takes images (TensorBoard, MLflow, W&B); no attention maps")
             return
@@ -137,8 +141,8 @@ class AttentionMapLogger(Callback):
         if self.cost["logs"]:
             own = f", {self.writer.seconds:.2f} s on their own thread" if self.writer.background else ""
             log.info(
-                "attention maps: %d images at %d steps, %.2f s on the training thread%s",
-                *(self.cost["images"], self.cost["logs"], self.cost["seconds"], own),
+                "attention maps: %s at %s, %.2f s on the training thread%s",
+                *(plural(self.cost["images"], "image"), plural(self.cost["logs"], "step"), self.cost["seconds"], own),
             )
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
@@ -186,8 +190,7 @@ class AttentionMapLogger(Callback):
                 status = f"layer {layer} of {len(layers)} \u00b7 step {step} \u00b7 pred: {said}"
                 self.writer.send(writers, f"{at}/layer_{layer}", step, description, grid.render, maps, status)
             if bars is not None:
-                through = f"{len(layers)} layer{'s' if len(layers) > 1 else ''}"
-                status = f"what {POOLED_ROW[pooling]} reads through {through} \u00b7 step {step}"
+                status = f"what {POOLED_ROW[pooling]} reads through {plural(len(layers), 'layer')} \u00b7 step {step}"
                 self.writer.send(writers, f"{at}/rollout", step, description, bars.render, shares[keep], status)
             images += len(layers) + (bars is not None)
             if self.text and labelled:
@@ -198,8 +201,7 @@ class AttentionMapLogger(Callback):
                 images += 1
         log_text(writers, f"{self.tag}/examples", "\n".join(table), step)
         self.last_logged_step = step
-        self.cost["logs"] += 1
-        self.cost["images"] += images
+        self.cost["logs"], self.cost["images"] = self.cost["logs"] + 1, self.cost["images"] + images
         self.cost["seconds"] += time.perf_counter() - start
 
     def wait(self) -> None:
@@ -209,13 +211,8 @@ class AttentionMapLogger(Callback):
     def write_pages(self, folder: Path, pooling: str = "cls") -> list[Path]:
         """The interactive attention view (hover a token, pick a layer and heads, the rollout) of each example
         as last logged: `<folder>/<example>.html`, self-contained, opens offline."""
-        self.pages = [
-            save_attention_html(
-                folder / f"{e.name}.html", e.tokens, e.attentions, title=e.name, caption=e.caption, pooling=pooling
-            )
-            for e in self.last
-        ]
-        log.info("attention maps: interactive views of the %d examples in %s", len(self.pages), folder)
+        self.pages = save_pages(self.last, folder, pooling)
+        log.info("attention maps: interactive views of %s in %s", plural(len(self.pages), "example"), shown(folder))
         return self.pages
 
     def _with_mean(self, heads: int) -> bool:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..data.labels import names_or_ids
 from ..data.tokenizer import encode
+from ..plotting.html import save_attention_html
 from ..plotting.windows import window_note
 from ..plotting.words import POOLED_ROW
 
@@ -97,3 +99,12 @@ def label_names(trainer: Any, pl_module: Any, num_classes: int) -> list[str]:
 def table_cell(text: str) -> str:
     """`text` as one markdown table cell: pipes escaped, whitespace runs (newlines too) made one space."""
     return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def save_pages(logged: Sequence[Logged], folder: Path, pooling: str) -> list[Path]:
+    """Each logged example's interactive page, `<folder>/<example>.html`, read by the model's `pooling`."""
+    page = {"pooling": pooling}
+    return [
+        save_attention_html(folder / f"{e.name}.html", e.tokens, e.attentions, title=e.name, caption=e.caption, **page)
+        for e in logged
+    ]

@@ -1,4 +1,4 @@
-"""`ThreadFit`: torch's thread count fitted to the free cores at each epoch (compat.py says why)."""
+"""`ThreadFit`: torch's thread count fitted to the free cores at each epoch (threads.py says why)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from ..compat import USER_THREADS, CpuSample, busy_elsewhere, cpu_sample, fitting_threads, usable_cores
+from ..threads import USER_THREADS, CpuSample, busy_elsewhere, cpu_sample, fitting_threads, usable_cores
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,11 @@ because every process that composes conf/ must have them before it composes: the
 launcher's worker processes (joblib, submitit), which import this package when they unpickle the task."""
 
 from .config import register_schemas
+from .console import check_command_line
 from .resolvers import register_resolvers
 from .run import run
 
-__all__ = ["run"]
+__all__ = ["check_command_line", "run"]
 
 register_resolvers()
 register_schemas()

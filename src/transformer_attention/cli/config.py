@@ -73,7 +73,7 @@ def check_groups(cfg: DictConfig) -> None:
 
 def check_added_keys(cfg: DictConfig, overrides: list[str], groups: list[str]) -> None:
     """`+key=value` at the top of the config adds a key nothing reads (`+max_epochs=1` trains 10 epochs):
-    refuse it, with the nearest key the config has. Keys added under a group (`+trainer.max_time=...`)
+    refuse it, with the nearest key the config has. Keys added under a group (`+trainer.benchmark=...`)
     go to what that group builds, which accepts or refuses them itself; `+group=option` picks an option."""
     for override in overrides:
         if not override.startswith("+") or override.startswith("++") or "=" not in override:

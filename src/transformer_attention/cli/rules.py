@@ -42,6 +42,7 @@ def check_task_keys(task: str | None, overrides: list[str]) -> None:
 
 
 DEVICE = ("cpu", "cuda", "mps")
+TREE_MODES = ("changes", "full")  # console.tree: what the console shows of the config (cli/tree.py)
 
 
 def check_run(values: dict) -> None:
@@ -52,6 +53,10 @@ def check_run(values: dict) -> None:
     tags = values.get("tags")
     if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str | int | float) for t in tags)):
         raise ConfigError(f"tags={tags!r} must be a list of words: e.g. tags=[baseline,heads8]")
+    console = values.get("console")
+    tree = console.get("tree") if isinstance(console, dict) else None
+    if tree is not None and tree not in TREE_MODES:
+        raise ConfigError(f"console.tree={tree!r} must be changes (what this run changes) or full: console.tree=full")
     if "batch_size" in values and not is_whole(values["batch_size"], 1):  # predict.py's
         raise ConfigError(f"batch_size={values['batch_size']!r} must be a whole number >= 1: e.g. batch_size=64")
     device = values.get("device")

@@ -1,6 +1,6 @@
 """`run(task, cfg)`: what every entry point does around its task, and the one place its errors become a line.
 
-Choose torch's threads from the load (compat.choose_threads: a busy core made runs crawl), check the config
+Choose torch's threads from the load (threads.choose_threads: a busy core made runs crawl), check the config
 (before torch is imported: a bad value fails in about a second), lock the run folder, quiet
 the console, make DDP in a sweep spawn its ranks, print the config tree, then run the task from `TASKS`. Bad
 input (the project's UserErrors, a config Hydra cannot instantiate) ends a single run with `<kind>: <message>`
@@ -24,9 +24,10 @@ from hydra.errors import InstantiationException
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
-from ..compat import choose_threads, quiet_console, use_threads
+from ..compat import quiet_console
 from ..errors import JobFailed, UserError
 from ..files import atomic_write, resumed_in_place, run_dir_of
+from ..threads import choose_threads, use_threads
 from .config import check_config
 from .rundir import RunDirBusy, discard_unused, is_rank_zero, lock_run_dir
 from .tree import print_config_tree

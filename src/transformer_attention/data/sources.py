@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..compat import quiet_datasets
 from ..errors import DataError  # the project's one DataError, still importable from here
 from .files import check_file
 from .labels import check_integers_or_words
@@ -94,6 +95,7 @@ def load_source(
 def _load_hub(name: str) -> tuple[str, dict]:
     import datasets
 
+    quiet_datasets()
     try:
         return f"data.name={name!r}", datasets.load_dataset(name)
     except (ConnectionError, FileNotFoundError) as err:  # DatasetNotFoundError is a FileNotFoundError
@@ -129,6 +131,7 @@ def _load_files(files: dict[str, list[str]], encoding: str = "utf-8", label_colu
     kwargs = {"sep": "\t"} if all(f.lower().endswith(".tsv") for fs in files.values() for f in fs) else {}
     if fmt != "parquet":
         kwargs["encoding"] = encoding
+    quiet_datasets()
     try:
         return source, datasets.load_dataset(fmt, data_files=files, **kwargs)
     except Exception as err:

@@ -25,9 +25,11 @@ from hydra.utils import instantiate
 from torch import nn
 from torchmetrics import MeanMetric
 
+from ..callbacks.console import seconds
 from ..data.tokenizer import FIRST_WORD_ID, MASK_ID
 from ..data.unlabelled import PretrainingData
 from ..errors import CheckpointError, ConfigError
+from ..files import shown
 from ..model import ClassifierOutput, TransformerClassifier
 from ..module import EncoderModule
 from ..training.builders import TrainerBuilder, build_loggers, instantiate_group, logged_metrics
@@ -74,7 +76,7 @@ def make_encoder(settings: PretrainConfig, data: PretrainingData, run: PretrainR
     trainer.fit(module, datamodule=data, ckpt_path=run.ckpt_path)
     best = trainer.checkpoint_callback.best_model_path
     held_out = {k: round(v, 4) for k, v in logged_metrics(trainer).items() if k.startswith("val/")}
-    log.info("pretraining: %.1f min, best held-out %s, %s", (time.perf_counter() - start) / 60, held_out, best)
+    log.info("pretraining: %s, best held-out %s, %s", seconds(time.perf_counter() - start), held_out, shown(best))
     return Path(best)
 
 

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from ..compat import free_cores
 from ..data import cache
 from ..data.tokenizer import FIRST_WORD_ID, cut_at
 from ..data.unlabelled import WHOLE_TEXT, PretrainingData
+from ..threads import free_cores
 from .settings import PretrainConfig, PretrainRun
 from .vectors import FILE, WordVectors
 

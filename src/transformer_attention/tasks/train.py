@@ -16,7 +16,9 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, open_dict
 
+from ..compat import expect_checkpoints
 from ..errors import ConfigError
+from ..files import shown
 from ..pretraining import PretrainConfig, PretrainRun, Start, pretrain, read_start
 from ..training.builders import (
     TrainerBuilder,
@@ -46,6 +48,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     epochs = cfg.trainer.get("max_epochs") if cfg.get("train", True) else None
     model_settings = plain(cfg.model)
     resume = Resume.of(cfg.get("ckpt_path"), model_settings, cfg.paths.output_dir, epochs)  # fails here, at once
+    if resume.in_place:
+        expect_checkpoints(cfg.paths.output_dir)  # its checkpoints/ holds the first run's: no warning about it
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
     # every _target_ a user can change, tried before any data
@@ -122,7 +126,7 @@ def main(cfg: DictConfig) -> float | None:
         raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
     if rank_zero_only.rank == 0:
         save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
-    print(f"final metrics ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
+    print(f"final metrics ({shown(cfg.paths.output_dir)}):\n{format_metrics(metrics)}")
     name = cfg.get("optimized_metric")
     if name and name not in metrics and not cfg.get("train", True):
         return None  # train=false: only tested, no validation metric to optimise

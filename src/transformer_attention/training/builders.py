@@ -87,7 +87,8 @@ class TrainerBuilder:
         batches, limit = len(datamodule.train_dataloader()), trainer.limit_train_batches
         batches = min(batches, limit) if isinstance(limit, int) else int(batches * (1.0 if limit is None else limit))
         if 0 < batches < trainer.log_every_n_steps:
-            log.info("%d training batches an epoch: logging every %d steps", batches, batches)
+            every = "every step" if batches == 1 else f"every {batches} steps"
+            log.info("%d training batch%s an epoch: logging %s", batches, "" if batches == 1 else "es", every)
             trainer.log_every_n_steps = batches  # what Lightning warns about otherwise, naming site-packages
         return trainer
 

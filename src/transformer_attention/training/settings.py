@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 from ..checks import is_number, is_whole
-from ..compat import usable_cores
 from ..errors import ConfigError
 from ..model.config import EncoderConfig, check_encoder
+from ..threads import usable_cores
 
 Rule = tuple[Callable[[Any], bool], str, Any]  # (is the value allowed, what it must be, an example)
 
@@ -101,7 +101,12 @@ LOWEST = {  # whole-number loop settings (Lightning checks most only when fit st
     "check_val_every_n_epoch": 1,
     "num_nodes": 1,
     "accumulate_grad_batches": 1,
+    "max_steps": -1,
+    "min_steps": 0,
+    "num_sanity_val_steps": -1,
+    "reload_dataloaders_every_n_epochs": 0,
 }
+CLIP_ALGORITHMS = ("norm", "value")
 
 
 def check_trainer(trainer: Mapping[str, Any], prefix: str) -> None:
@@ -123,6 +128,12 @@ def check_trainer(trainer: Mapping[str, Any], prefix: str) -> None:
         raise ConfigError(
             f"{prefix}gradient_clip_val={clip!r} must be a number >= 0 (0 or null: no clipping): "
             f"e.g. {prefix}gradient_clip_val=1.0"
+        )
+    algorithm = trainer.get("gradient_clip_algorithm")
+    if algorithm is not None and algorithm not in CLIP_ALGORITHMS:
+        raise ConfigError(
+            f"{prefix}gradient_clip_algorithm={algorithm!r} must be norm or value (null: norm): "
+            f"e.g. {prefix}gradient_clip_algorithm=value"
         )
     interval = trainer.get("val_check_interval")
     if interval is not None and not (is_whole(interval, 1) or (is_number(interval) and 0 < interval <= 1)):
