@@ -17,6 +17,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, open_dict
 
 from ..errors import ConfigError
+from ..files import start_run_log
 from ..pretraining import PretrainConfig, PretrainRun, Start, pretrain, read_start
 from ..training.builders import (
     TrainerBuilder,
@@ -68,6 +69,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         start.copy_into(model.net)  # the head starts fresh
     trainer = trainers.for_model(model, datamodule)  # precision=auto: timed on a real batch
 
+    start_run_log()  # every check passed: a run resumed in its folder writes its log from here (cli/run.py)
     columns = [cfg.get("optimized_metric"), *CLASSIFIER_METRICS]  # HPARAMS' metric columns
     log_run(trainer.loggers, RunRecord.of(plain(cfg)), metrics=columns)
 
