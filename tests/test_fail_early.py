@@ -5,6 +5,7 @@ problem of the issue, each on small files it writes: the exit code, the one line
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import logging
 import os
@@ -230,6 +231,36 @@ def test_file_errors_say_their_cause(tmp_path: Path):
     dm = module(tmp_path / "latin1", encoding="latin-1")  # the setting the hint names
     dm.setup("fit")
     assert "café bien" in dm.raw["train"]["text"] + dm.raw["validation"]["text"]
+
+
+def test_a_review_of_any_length_loads_from_csv_as_from_parquet(tmp_path: Path):
+    frames = reviews()
+    long = "a long review " * 80_000 + "end"  # 1.1 MB: beyond the csv module's default 131,072-character field
+    frames["train"].loc[0, "text"] = long
+    limit = csv.field_size_limit()
+    texts = {}
+    for fmt in ("csv", "parquet"):
+        dm = module(write(tmp_path / fmt, frames, fmt), max_length=32)
+        dm.setup("fit")
+        texts[fmt] = sorted(dm.raw["train"]["text"] + dm.raw["validation"]["text"])
+        assert max(batch["input_ids"].shape[1] for batch in dm.train_dataloader()) <= 32  # tokenized, then cut
+    assert long in texts["csv"] and texts["csv"] == texts["parquet"]
+    assert csv.field_size_limit() == limit  # the process's limit as it was
+
+
+def test_a_file_in_another_format_than_its_extension_is_one_line_naming_the_rename(tmp_path: Path):
+    data = tmp_path / "data"
+    data.mkdir()
+    reviews()["train"].to_csv(data / "train.csv", sep="\t", index=False)
+    args = [*LOCAL_TINY, "data=local", f"data.path={data / 'train.csv'}", f"paths.log_dir={tmp_path / 'out'}"]
+    proc = run_entry("train.py", *args, check=False)
+    line = one_line(proc, "data error")
+    assert f"file {data / 'train.csv'} is named .csv but looks tab-separated (TSV)" in line
+    assert "rename it to train.tsv" in line
+    assert [text for text in proc.stderr.splitlines() if text.strip()] == [line]  # no datasets message, no bar
+    (data / "train.csv").rename(data / "train.json")
+    with pytest.raises(DataError, match=r"train.json is named .json but looks tab-separated .*rename it to train.tsv"):
+        module(data).setup("fit")
 
 
 # ---- 6. a run folder is locked while a run writes to it ------------------------------------------
