@@ -181,6 +181,8 @@ class RunLog(logging.FileHandler):
 
     def start(self) -> None:
         held, self.held = self.held or [], None
+        if self.stream is None:
+            self.stream = self._open()  # the file exists from here, as a FileHandler's does, lines or not
         for record in held:
             super().emit(record)
 
