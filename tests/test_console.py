@@ -264,3 +264,21 @@ def test_reading_a_file_draws_no_progress_bar_in_a_captured_run(tmp_path, capfd,
     assert raw["train"]["text"] == [r["text"] for r in rows]
     captured = capfd.readouterr()
     assert "Generating" not in captured.err + captured.out and "it/s" not in captured.err
+
+
+def test_the_first_epoch_line_after_a_mid_epoch_resume_gives_that_epochs_time(monkeypatch, caplog):
+    """A fit resumed in the middle of an epoch starts no epoch (Lightning skips on_train_epoch_start): the first line
+    times the epoch from the resumed fit's start, not from whenever the clock began (2,177 s in the issue)."""
+    from types import SimpleNamespace
+
+    from transformer_attention.callbacks import console
+
+    times = [1000.0, 1002.5]  # the clock when the resumed fit starts and when its first epoch ends
+    monkeypatch.setattr(console.time, "perf_counter", lambda: times.pop(0) if len(times) > 1 else times[0])
+    monkeypatch.setattr(console.LineProgress, "_metrics", lambda self, trainer, module: "train/loss 0.5")
+    trainer = SimpleNamespace(max_epochs=5, current_epoch=2, global_step=7)
+    bar = console.LineProgress()
+    with caplog.at_level(logging.INFO, logger=console.__name__):
+        bar.on_train_start(trainer, None)  # then straight to the epoch's end, as after a mid-epoch resume
+        bar.on_train_epoch_end(trainer, None)
+    assert "epoch 3/5, step 7, 2.5 s | train/loss 0.5" in caplog.text

@@ -5,6 +5,7 @@ problem of the issue, each on small files it writes: the exit code, the one line
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import logging
 import os
@@ -22,7 +23,7 @@ from test_checkpoint import save_like_lightning, tiny_module
 from test_config import conf, error_of  # noqa: F401 - conf: the fixture
 from test_data import hf_cache, module, reviews, write  # noqa: F401 - hf_cache: the fixture
 
-from transformer_attention.cli.rundir import LOCK_NAME, RunDirBusy, discard_unused, lock_run_dir
+from transformer_attention.cli.rundir import CLAIMS, LOCK_NAME, RunDirBusy, claim_run_dir, give_up, lock_run_dir
 from transformer_attention.errors import CheckpointError, DataError, DiskError, InputError, printable
 from transformer_attention.files import release_lock
 from transformer_attention.inference import predict
@@ -78,7 +79,7 @@ def test_no_test_split_fails_before_training_and_leaves_no_run_folder(tmp_path: 
     assert "has no test split (splits: ['train', 'validation'])" in line and "run with test=false" in line
     assert "data.test_fraction=0.1" in line
     assert not work_done(log_dir) and not list(log_dir.rglob("tokenizer.json"))
-    assert not list((log_dir / "train" / "runs").iterdir())  # 9: no run folder left behind
+    assert not list((log_dir / "train" / "runs").glob("*"))  # 9: no run folder left behind
     assert snapshot(data) == before
 
 
@@ -232,6 +233,36 @@ def test_file_errors_say_their_cause(tmp_path: Path):
     assert "café bien" in dm.raw["train"]["text"] + dm.raw["validation"]["text"]
 
 
+def test_a_review_of_any_length_loads_from_csv_as_from_parquet(tmp_path: Path):
+    frames = reviews()
+    long = "a long review " * 80_000 + "end"  # 1.1 MB: beyond the csv module's default 131,072-character field
+    frames["train"].loc[0, "text"] = long
+    limit = csv.field_size_limit()
+    texts = {}
+    for fmt in ("csv", "parquet"):
+        dm = module(write(tmp_path / fmt, frames, fmt), max_length=32)
+        dm.setup("fit")
+        texts[fmt] = sorted(dm.raw["train"]["text"] + dm.raw["validation"]["text"])
+        assert max(batch["input_ids"].shape[1] for batch in dm.train_dataloader()) <= 32  # tokenized, then cut
+    assert long in texts["csv"] and texts["csv"] == texts["parquet"]
+    assert csv.field_size_limit() == limit  # the process's limit as it was
+
+
+def test_a_file_in_another_format_than_its_extension_is_one_line_naming_the_rename(tmp_path: Path):
+    data = tmp_path / "data"
+    data.mkdir()
+    reviews()["train"].to_csv(data / "train.csv", sep="\t", index=False)
+    args = [*LOCAL_TINY, "data=local", f"data.path={data / 'train.csv'}", f"paths.log_dir={tmp_path / 'out'}"]
+    proc = run_entry("train.py", *args, check=False)
+    line = one_line(proc, "data error")
+    assert f"file {data / 'train.csv'} is named .csv but looks tab-separated (TSV)" in line
+    assert "rename it to train.tsv" in line
+    assert [text for text in proc.stderr.splitlines() if text.strip()] == [line]  # no datasets message, no bar
+    (data / "train.csv").rename(data / "train.json")
+    with pytest.raises(DataError, match=r"train.json is named .json but looks tab-separated .*rename it to train.tsv"):
+        module(data).setup("fit")
+
+
 # ---- 6. a run folder is locked while a run writes to it ------------------------------------------
 HOLD = (
     "import sys, time; from transformer_attention.cli.rundir import lock_run_dir\n"
@@ -299,7 +330,7 @@ def test_evaluate_on_labels_the_checkpoint_does_not_know_is_one_line(tmp_path: P
     )
     line = one_line(proc, "data error")
     assert f"label 2 in split 'test', row 2 is not a class of the checkpoint {ckpt}, which has 2 classes" in line
-    assert not work_done(log_dir) and not list((log_dir / "evaluate" / "runs").iterdir())
+    assert not work_done(log_dir) and not list((log_dir / "evaluate" / "runs").glob("*"))
     assert snapshot(data) == {k: v for k, v in before.items() if k.startswith(str(data))}
 
 
@@ -357,16 +388,22 @@ def test_a_config_error_leaves_no_run_folder_but_a_folder_with_work_stays(tmp_pa
     log_dir = tmp_path / "outputs"
     proc = run_entry("train.py", "model.dropout=1.5", f"paths.log_dir={log_dir}", check=False, timeout=120)
     one_line(proc, "config error")
-    assert not list((log_dir / "train" / "runs").iterdir())
+    assert not log_dir.exists()  # the run folder and the folders made for it
     worked = tmp_path / "worked"
-    (worked / ".hydra").mkdir(parents=True)
+    claim_run_dir(worked)
+    (worked / ".hydra").mkdir()
     (worked / "last.ckpt").write_bytes(b"x")
-    assert not discard_unused(worked, own=True) and (worked / ".hydra").is_dir()
+    assert not give_up(worked) and (worked / ".hydra").is_dir()
+    release_lock(CLAIMS[worked].lock)
     old = tmp_path / "old"
-    (old / ".hydra").mkdir(parents=True)
+    old.mkdir()
     (old / "notes.txt").write_text("the user's")
-    os.utime(old / "notes.txt", (time.time() - 3600, time.time() - 3600))
-    assert discard_unused(old, own=True, subdir=".hydra") and (old / "notes.txt").is_file()
+    claim_run_dir(old)
+    (old / ".hydra").mkdir()
+    (old / ".hydra" / "config.yaml").write_text("this run's")
+    os.utime(old / "notes.txt", (time.time() + 60, time.time() + 60))  # newer than the run: its time says nothing
+    assert give_up(old) and (old / "notes.txt").read_text() == "the user's"
+    assert [p.name for p in old.iterdir()] == ["notes.txt"]  # the lock file too: this run made it
 
 
 def test_a_resumed_tensorboard_run_hides_the_steps_logged_after_its_checkpoint(tmp_path: Path):

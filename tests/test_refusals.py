@@ -193,17 +193,32 @@ def test_resuming_with_no_epoch_left_says_so_before_testing(first_run: Path, tmp
     line = refused("train.py", *TINY, f"ckpt_path={ckpt}", kind="checkpoint error")  # TINY: 1 epoch, done
     assert "trainer.max_epochs=1 but the checkpoint" in line and "has trained 1 epoch(s)" in line
     assert "raise trainer.max_epochs above 1" in line.lower()
-    after = snapshot(first_run)  # a resume in place appends to the run's log, and writes nothing else
-    assert set(after) == set(before)
-    assert {k: v for k, v in after.items() if not k.endswith(".log")} == {
-        k: v for k, v in before.items() if not k.endswith(".log")
-    }
+    assert snapshot(first_run) == before  # refused before any work: not a line in its log, no config beside
 
 
-def test_a_pretrained_encoder_given_as_a_classifier_points_at_init_from(tmp_path: Path):
-    log_dir = tmp_path / "outputs"
+@pytest.fixture(scope="module")
+def mlm_run(tmp_path_factory) -> Path:
+    """A finished tiny pretrain.py run."""
+    log_dir = tmp_path_factory.mktemp("mlm") / "outputs"
     run_entry("pretrain.py", *PRETRAIN, "pretrain.trainer.max_epochs=1", LOG.format(log_dir))
-    (encoder,) = (run_dirs(log_dir, "pretrain")[0] / "checkpoints").glob("mlm_*.ckpt")
+    (run,) = run_dirs(log_dir, "pretrain")
+    return run
+
+
+def test_a_resume_of_the_other_kinds_checkpoint_is_refused_and_adds_nothing(first_run: Path, mlm_run: Path, tmp_path):
+    """train.py on a pretrain.py run's last.ckpt, pretrain.py on a train.py run's: each resumes in that run's folder,
+    is refused by the checkpoint's kind, and leaves the folder as it was: no log line, no empty log, no config."""
+    before = {run: (snapshot(run), sorted(run.rglob("*"))) for run in (first_run, mlm_run)}
+    line = refused("train.py", *TINY, f"ckpt_path={mlm_run / 'checkpoints' / 'last.ckpt'}", kind="checkpoint error")
+    assert "is a pretrained encoder (pretrain.py), not a classifier" in line
+    classifier = first_run / "checkpoints" / "last.ckpt"
+    line = refused("pretrain.py", *PRETRAIN, LOG.format(tmp_path), f"ckpt_path={classifier}", kind="checkpoint error")
+    assert "is a classifier checkpoint (train.py)" in line
+    assert {run: (snapshot(run), sorted(run.rglob("*"))) for run in (first_run, mlm_run)} == before
+
+
+def test_a_pretrained_encoder_given_as_a_classifier_points_at_init_from(mlm_run: Path, tmp_path: Path):
+    (encoder,) = (mlm_run / "checkpoints").glob("mlm_*.ckpt")
     for script, args in (("predict.py", ["text=fine"]), ("evaluate.py", []), ("train.py", TINY)):
         line = refused(script, *args, f"ckpt_path={encoder}", LOG.format(tmp_path / script), kind="checkpoint error")
         assert "is a pretrained encoder (pretrain.py), not a classifier" in line

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import csv
 import logging
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import lightning as L
 import numpy as np
 import pytest
 import torch
-from conftest import TINY, run_dirs, run_entry
+from conftest import ROOT, TINY, entry_env, run_dirs, run_entry
 
 from transformer_attention.data.datamodule import ReviewDataModule
 from transformer_attention.data.tokenizer import FIRST_WORD_ID, PAD_ID
@@ -200,3 +203,41 @@ def test_train_from_pretrain_trains_vectors_once_and_starts_from_exactly_their_r
     again = run_entry("train.py", *args, "seed=7", "train=false", "test=false")  # the start, without training
     assert "word vectors pretrained before on the same texts and settings" in again.stdout + again.stderr
     assert len(run_dirs(log_dir, "pretrain")) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("script", "signum"),
+    [("pretrain.py", signal.SIGTERM), ("train.py", signal.SIGTERM), ("train.py", signal.SIGINT)],
+    ids=["pretrain-SIGTERM", "train-SIGTERM", "train-Ctrl-C"],
+)
+def test_a_signal_during_the_skipgram_says_it_stopped_and_lets_go_of_its_locks(tmp_path: Path, script: str, signum):
+    """gensim trains outside a Lightning fit: the stop is the project's own (callbacks/interrupt.py's
+    stop_on_signals): one stop line with the command that starts it again, the shell's exit status, no traceback,
+    and no lock left for the next run to take over (the run folder's, the cache's)."""
+    log_dir = tmp_path / "outputs"
+    own = [*TINY, "model.init_from=pretrain"]  # pretrain.py takes no trainer.*: it runs pretrain.trainer
+    own = [o for o in TINY if not o.startswith("trainer.")] if script == "pretrain.py" else own
+    args = [*own, "pretrain.method=skipgram", "pretrain.skipgram.epochs=100000", "pretrain.skipgram.workers=1",
+            f"paths.log_dir={log_dir}"]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, str(ROOT / script), *args], cwd=tmp_path, env=entry_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        seen = []
+        for line in proc.stdout:  # the console log: wait until the vectors are being trained
+            seen.append(line)
+            if "skip-gram: epoch 1/100000" in line:
+                break
+        assert proc.poll() is None, "".join(seen)[-3000:] + proc.stderr.read()[-3000:]
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = "".join(seen) + out
+    assert proc.returncode == 128 + signum, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+    assert f"{name}: stopped the skip-gram vectors in epoch " in out + err
+    assert f"start it again with:\n  python {script} " in out + err
+    assert not list(log_dir.rglob("*.pid")), list(log_dir.rglob("*"))  # every lock let go: none stale

@@ -1,5 +1,6 @@
-"""Files a run writes, and who may write them: `atomic_write` (the one way this project replaces a file) and
-`hold_lock` (the one lock, filelock's: run folders, Optuna studies, the pretrained-encoder cache).
+"""Files a run writes, and who may write them: `atomic_write` (the one way this project replaces a file),
+`hold_lock` (the one lock, filelock's: run folders, Optuna studies, the pretrained-encoder cache) and `RunLog` (a
+run's log file, held back until the run owns its folder).
 
 Standard library and filelock only: the entry points take a run folder's lock before torch is imported.
 """
@@ -11,6 +12,7 @@ import errno
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -85,7 +87,7 @@ def hold_lock(path: str | Path, wait: bool = False, until_exit: bool = False) ->
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        holder = _read(owner)
+        holder = _holder(owner)
         if not wait:
             raise Busy(path, holder or "?") from None
         who = f"process {holder}" if holder else "another process"
@@ -109,6 +111,30 @@ def release_lock(lock: FileLock) -> None:
     path = Path(lock.lock_file)
     path.with_name(path.name + ".pid").unlink(missing_ok=True)
     lock.release(force=True)
+
+
+def holder_of(path: str | Path) -> str | None:
+    """The process holding the lock `path` now (its id, or "?"), None when no live process holds it. Touches
+    nothing: a missing lock file is not made, an existing one is neither written nor left locked."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    lock = FileLock(str(path), timeout=0)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return _holder(path.with_name(path.name + ".pid")) or "?"
+    lock.release(force=True)
+    return None
+
+
+def _holder(owner: Path, patience: float = 1.0) -> str:
+    """The process id in `owner`, waiting up to `patience` seconds for a holder that took the lock an instant ago
+    to write it ("" if it never does)."""
+    deadline = time.monotonic() + patience
+    while not (holder := _read(owner)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return holder
 
 
 def _read(path: Path) -> str:
@@ -143,3 +169,52 @@ def shown(path: str | Path) -> str:
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
     except (ValueError, OSError):
         return str(path)
+
+
+class RunLog(logging.FileHandler):
+    """Hydra's log file of a run (conf/hydra/default.yaml: `hydra.job_logging.handlers.file`), that holds its records
+    back until the run owns its folder (`start_run_log`): a run refused before that (a folder in use, a checkpoint
+    of another kind, any check before work) writes no line, nor an empty file, into another run's folder
+    (`drop_run_log`). A run that ends otherwise (a crash included) writes what it held when its log closes."""
+
+    def __init__(self, filename: str, mode: str = "a", encoding: str | None = None, errors: str | None = None) -> None:
+        super().__init__(filename, mode=mode, encoding=encoding, delay=True, errors=errors)
+        self.held: list[logging.LogRecord] | None = []  # None: started, records go to the file
+        self.dropped = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.held is None:
+            super().emit(record)
+        elif not self.dropped:
+            self.held.append(record)
+
+    def start(self) -> None:
+        held, self.held = self.held or [], None
+        if self.stream is None:
+            self.stream = self._open()  # the file exists from here, as a FileHandler's does, lines or not
+        for record in held:
+            super().emit(record)
+
+    def drop(self) -> None:
+        self.held, self.dropped = [], True
+
+    def close(self) -> None:
+        if self.held and not self.dropped:
+            self.start()
+        super().close()
+
+
+def start_run_log() -> None:
+    """From now on the run's log goes to its file, beginning with what was held back (idempotent)."""
+    for handler in _run_logs():
+        handler.start()
+
+
+def drop_run_log() -> None:
+    """The run was refused: what its log held back is never written."""
+    for handler in _run_logs():
+        handler.drop()
+
+
+def _run_logs() -> list[RunLog]:
+    return [h for h in logging.getLogger().handlers if isinstance(h, RunLog)]

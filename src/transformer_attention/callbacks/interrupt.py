@@ -1,5 +1,6 @@
 """`SaveOnInterrupt`: Ctrl-C or SIGTERM during fit saves `last.ckpt` at a consistent step and prints the command
-that resumes the run."""
+that resumes the run. `stop_on_signals`: the same stop for work outside a Lightning fit (gensim's skip-gram), which
+has nothing to save: it says what stopped and the command that starts it again."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import logging
 import shlex
 import signal
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +21,52 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 log = logging.getLogger(__name__)
 
 
-def resume_command(ckpt_path: str | Path) -> str:
+def resume_command(ckpt_path: str | Path | None = None) -> str:
     """The command line that resumes this Hydra run from `ckpt_path`: the same entry point (train.py,
-    pretrain.py) and overrides, the new ckpt_path."""
+    pretrain.py) and overrides, the new ckpt_path (None: the same command again)."""
     overrides: list[str] = []
     entry = "train"
     if HydraConfig.initialized():
-        overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("ckpt_path=")]
+        overrides = [o for o in HydraConfig.get().overrides.task if ckpt_path is None or not o.startswith("ckpt_path=")]
         entry = HydraConfig.get().job.name
-    args = [*overrides, f"ckpt_path={ckpt_path}"]
-    return f"python {entry}.py " + " ".join(shlex.quote(a) for a in args)
+    args = [*overrides, *([f"ckpt_path={ckpt_path}"] if ckpt_path is not None else [])]
+    return " ".join(["python", f"{entry}.py", *(shlex.quote(a) for a in args)])
+
+
+class _Signal(BaseException):
+    """A signal that stops the work (a BaseException: no `except Exception` of a library swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def stop_on_signals(what: Callable[[], str]) -> Iterator[None]:
+    """Run the body with SIGTERM and Ctrl-C (SIGINT) stopping it at once: log `<signal>: stopped <what()>`, that
+    nothing of it was saved and the command that starts it again, then raise Lightning's SIGTERMException with the
+    shell's status (128 + the signal), which the entry points turn into that exit status: no traceback, and the
+    run's locks released on the way out. Outside the main thread (no signal handlers there) the body just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _Signal(signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    except _Signal as sig:
+        name = "Ctrl-C" if sig.signum == signal.SIGINT else "SIGTERM"
+        log.warning("%s: stopped %s; nothing of it was saved\nstart it again with:\n  %s", name, what(),
+                    resume_command())  # fmt: skip
+        stopped = SIGTERMException()
+        stopped.code = 128 + sig.signum
+        raise stopped from None
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 class SaveOnInterrupt(Callback):

@@ -1,15 +1,18 @@
-"""`RunFolderCheck`: a new run never writes into a folder that holds another run's files. A Hydra callback
-(conf/hydra/default.yaml): it looks before Hydra makes the folder and writes its `.hydra/` config and log
-there, which happens before any task code runs.
+"""`RunFolderCheck`: a new run never writes into a folder that holds another run's files, and claims its folder
+before anything is written there. A Hydra callback (conf/hydra/default.yaml): it runs before Hydra makes the folder
+and writes its `.hydra/` config and log there, which happens before any task code runs.
 
 - `hydra.run.dir` (or a sweep's `hydra.sweep.dir`, `paths.log_dir`, `paths.cache_dir`) that is a file: refused.
 - a run folder that already holds files: refused, unless this run resumes a checkpoint of that very folder
   (`python train.py ckpt_path=<run>/checkpoints/last.ckpt`, which goes on in `<run>`; train.py and pretrain.py)
   or is a DDP rank that Lightning started in rank 0's folder;
-- a grid sweep's folder that holds another sweep (its `multirun.yaml`): refused; an Optuna study's folder is
-  where a stopped study resumes, so it is let through.
+- a run folder another live run holds (two runs started into one folder at once, a resume of a running run):
+  refused, having written nothing (cli/rundir.py's `claim_run_dir`);
+- a grid sweep's folder that holds another sweep (its `multirun.yaml`), or that another sweep holds now: refused;
+  an Optuna study's folder is where a stopped study resumes, so it is let through (its study lock keeps a second
+  launch out).
 
-A refusal is one line, `config error: ...`, naming the folder and the fix, and the exit status is 1.
+A refusal is one line, `<kind>: ...`, naming the folder and the fix, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from ..errors import UserError
 from ..files import resumed_in_place
-from .rundir import is_rank_zero
+from .rundir import claim_run_dir, is_rank_zero
 
 RESUMABLE = ("train", "pretrain")  # the entry points whose runs resume in their own folder (hydra.job.name)
 
@@ -32,30 +36,30 @@ class RunFolderCheck(Callback):
             return  # a DDP rank Lightning starts runs the command again, in rank 0's folder: its own run
         _refuse_files(config, run_key="hydra.run.dir")
         run_dir = Path(str(config.hydra.run.dir))
-        resumes = config.hydra.job.name in RESUMABLE and resumed_in_place(config.get("ckpt_path"), run_dir)
-        if run_dir.is_dir() and any(run_dir.iterdir()) and not resumes:
-            raise SystemExit(f"config error: {taken_message(run_dir, config.hydra.job.name)}")
+        resumable = config.hydra.job.name in RESUMABLE
+        resumes = resumable and resumed_in_place(config.get("ckpt_path"), run_dir)
+        _claim(run_dir, fresh=not resumes, resume_hint=resumable)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         _refuse_files(config, run_key="hydra.sweep.dir")
         sweep = Path(str(config.hydra.sweep.dir))
-        optuna = str(OmegaConf.select(config, "hydra.sweeper._target_", default="")).endswith("OptunaSweeper")
-        if (sweep / "multirun.yaml").is_file() and not optuna:
+        if str(OmegaConf.select(config, "hydra.sweeper._target_", default="")).endswith("OptunaSweeper"):
+            return
+        if not (sweep / "multirun.yaml").is_file():
+            _claim(sweep)  # before the sweep's multirun.yaml and jobs: a second sweep into it is refused
+        if (sweep / "multirun.yaml").is_file():  # another sweep's, there before or written before the lock
             raise SystemExit(
                 f"config error: hydra.sweep.dir={sweep} holds another sweep (its multirun.yaml): a new sweep never "
                 "writes over its jobs; leave hydra.sweep.dir unset (a new folder under outputs/) or pick another one"
             )
 
 
-def taken_message(run_dir: Path, job: str) -> str:
-    """Why a new run may not write into `run_dir`, and what to do instead."""
-    held = sorted(p.name for p in run_dir.iterdir())[:4]
-    last = run_dir / "checkpoints" / "last.ckpt"
-    resume = f", or resume that run: ckpt_path={last}" if job in RESUMABLE and last.is_file() else ""
-    return (
-        f"run folder {run_dir} holds another run's files ({', '.join(held)}, ...): a new run never writes into it; "
-        f"leave hydra.run.dir unset (a new folder under outputs/), pick an empty folder{resume}"
-    )
+def _claim(folder: Path, fresh: bool = False, resume_hint: bool = False) -> None:
+    """`claim_run_dir`, its refusal one line on stderr and exit status 1."""
+    try:
+        claim_run_dir(folder, fresh=fresh, resume_hint=resume_hint)
+    except UserError as err:
+        raise SystemExit(f"{err.kind}: {err}") from None
 
 
 def _refuse_files(config: DictConfig, run_key: str) -> None:

@@ -1,12 +1,14 @@
 """`run(task, cfg)`: what every entry point does around its task, and the one place its errors become a line.
 
-Choose torch's threads from the load (threads.choose_threads: a busy core made runs crawl), check the config
-(before torch is imported: a bad value fails in about a second), lock the run folder, quiet
-the console, make DDP in a sweep spawn its ranks, print the config tree, then run the task from `TASKS`. Bad
-input (the project's UserErrors, a config Hydra cannot instantiate) ends a single run with `<kind>: <message>`
-on stderr and no traceback; a sweep's job returns it (`JobFailed`, also in `<job>/failed.json`), so the sweep
-goes on and names it at its end. A single run stopped before any work leaves no folder behind (a sweep's job
-keeps its folder: its log records the failure).
+Choose torch's threads from the load (threads.choose_threads: a busy core made runs crawl), hold the run folder
+(claimed before Hydra wrote into it: cli/owner.py), check the config (before torch is imported: a bad value fails
+in about a second), start the run's log file, quiet the console, make DDP in a sweep spawn its ranks, print the
+config tree, then run the task from `TASKS`. Bad input (the project's UserErrors, a config Hydra cannot
+instantiate) ends a single run with `<kind>: <message>` on stderr and no traceback; a sweep's job returns it
+(`JobFailed`, also in `<job>/failed.json`), so the sweep goes on and names it at its end. A single run stopped
+before any work takes away what it made (no folder of its own is left behind) and writes no log line; a sweep's
+job keeps its folder: its log records the failure. A run resumed in its own folder starts its log once its
+checks have passed (the task calls `files.start_run_log` before its first work).
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from omegaconf import DictConfig, open_dict
 
 from ..compat import quiet_console
 from ..errors import JobFailed, UserError
-from ..files import atomic_write, resumed_in_place, run_dir_of
+from ..files import atomic_write, drop_run_log, resumed_in_place, start_run_log
 from ..threads import choose_threads, use_threads
 from .config import check_config
-from .rundir import RunDirBusy, discard_unused, is_rank_zero, lock_run_dir
+from .rundir import RunDirBusy, claim_run_dir, give_up, is_rank_zero
 from .tree import print_config_tree
 
 log = logging.getLogger(__name__)
@@ -79,10 +81,15 @@ def run(task: str, cfg: DictConfig) -> Any:
     if first:
         gc.disable()  # their million objects hold few cycles: collecting as they come cost ~0.8 s of CPU
     run_dir = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
+    owner = run_dir is not None and is_rank_zero()
     try:
+        if owner:
+            claim_run_dir(run_dir)  # a single run's is held already; a sweep's job is claimed here
+        if in_sweep():
+            start_run_log()  # a job's own folder in a sweep's: its log records a failure too
         check_config(cfg, task)
-        if run_dir is not None and is_rank_zero():
-            lock_run_dir(run_dir)
+        if run_dir is None or not resumed_in_place(cfg.get("ckpt_path"), run_dir):
+            start_run_log()  # its own new folder
         quiet_console()  # each log line once, no tips (after the config check: it imports Lightning)
         use_threads()
         if in_sweep() and spawn_ddp(cfg.get("trainer")):
@@ -104,13 +111,12 @@ def run(task: str, cfg: DictConfig) -> Any:
         message = " ".join(str(cause).split())  # Hydra's messages span lines: one line
         if in_sweep():  # the job fails, the sweep goes on: its end names every failed job (cli/summary.py)
             log.error("%s: %s", kind, message)
-            if run_dir is not None:
+            if run_dir is not None and not isinstance(cause, RunDirBusy):  # a busy folder is another run's
                 atomic_write(run_dir / FAILED_FILE, json.dumps({"kind": kind, "message": message}) + "\n")
             return JobFailed(kind, message)
-        if run_dir is not None and is_rank_zero():
-            busy = isinstance(cause, RunDirBusy)  # another run's folder: only this run's config goes
-            own = not busy and run_dir_of(cfg.get("ckpt_path")) != run_dir.resolve()  # not resumed in place
-            discard_unused(run_dir, own=own, subdir=HydraConfig.get().output_subdir, check_work=not busy)
+        drop_run_log()
+        if owner:
+            give_up(run_dir)  # what this run made, nothing else (a folder another run holds: not claimed)
         raise SystemExit(f"{kind}: {message}") from None
     finally:
         gc.enable()

@@ -1,45 +1,100 @@
-"""A run folder's life: locked while a run writes to it, removed when the run stopped before doing any work.
+"""A run folder's life: claimed (its lock held) before anything is written into it, and on a refusal before any
+work, cleared of what this run made, and of nothing else.
 
 The lock is `files.hold_lock` on `<folder>/.run.lock`: the kernel releases it when the process ends, even on
-`kill -9`, so a lock left by a dead run is stale by construction: the next run takes it and says so.
-Standard library only (the entry points take it before torch is imported).
+`kill -9`, so a lock left by a dead run is stale by construction: the next run takes it and says so. A run claims
+its folder before Hydra makes it and writes `.hydra/` and its log there (cli/owner.py), so of two runs started into
+one folder at once, the one that gets the lock runs and the other is refused having written nothing. What a
+refused run takes away is decided by what it made (the folders it created, the paths that appeared while it held
+the lock), never by file times. Standard library and filelock only (taken before torch is imported).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
 
-from ..errors import CheckpointError
-from ..files import Busy, hold_lock
+from ..errors import CheckpointError, ConfigError
+from ..files import Busy, hold_lock, holder_of, release_lock
 
 LOCK_NAME = ".run.lock"
-STARTED = time.time()  # when this process imported us: before Hydra made the run folder
+LOCK_FILES = (LOCK_NAME, f"{LOCK_NAME}.pid")  # the lock's own files: no run's results
 WORK = ("*.ckpt", "events.out.tfevents.*")  # what a run that did some work leaves
-HELD: dict[Path, dict[str, int]] = {}  # a folder this process locked -> its work files then (path -> mtime in ns)
 
 
 class RunDirBusy(CheckpointError):
     """The run folder is held by another live run."""
 
 
-def lock_run_dir(folder: str | Path) -> FileLock:
-    """Hold `<folder>/.run.lock` until this process ends; a folder another live process holds is a
-    RunDirBusy (a CheckpointError) naming that process."""
+class RunDirTaken(ConfigError):
+    """The run folder holds another run's files, and this run does not resume that run."""
+
+
+@dataclass
+class Claim:
+    """A folder this process holds: what it created for it (the folders, outermost first, and the lock file), every
+    path under it and every work file (with its modification time in ns) when the lock was taken."""
+
+    folder: Path
+    lock: FileLock
+    made: list[Path]
+    before: frozenset[Path]
+    work: dict[Path, int]
+
+
+CLAIMS: dict[Path, Claim] = {}  # the folders this process holds, by absolute path
+
+
+def claim_run_dir(folder: str | Path, fresh: bool = False, resume_hint: bool = False) -> Claim:
+    """Hold `folder`'s lock until this process ends (idempotent), making the folder if needed. A folder another live
+    process holds is a RunDirBusy naming it; with `fresh` (a new run, not a resume of that folder's run), a folder
+    that holds any file but the lock's is a RunDirTaken (`resume_hint`: it names the resume command). A refused
+    claim writes nothing: a busy folder is its holder's, and a taken one is looked at before any file is made."""
+    folder = Path(os.path.abspath(folder))
+    if folder in CLAIMS:
+        return CLAIMS[folder]
+    if fresh and _others(folder):
+        if holder := holder_of(folder / LOCK_NAME):
+            raise RunDirBusy(busy_message(folder, holder))
+        raise RunDirTaken(taken_message(folder, resume_hint))
+    made = [p for p in (*reversed(folder.parents), folder, folder / LOCK_NAME) if not p.exists()]
     try:
-        lock = hold_lock(Path(folder) / LOCK_NAME, until_exit=True)
-        HELD[Path(folder).resolve()] = _work_files(Path(folder))  # what was there before this run did anything
-        return lock
+        lock = hold_lock(folder / LOCK_NAME, until_exit=True)
     except Busy as busy:
-        raise RunDirBusy(
-            f"run folder {Path(folder)} is in use by process {busy.holder}, which is writing to it now (a run "
-            f"resumed there, or a training): wait for it to end, or stop it (kill {busy.holder}); two runs in one "
-            f"folder would write the same checkpoints and TensorBoard steps"
-        ) from None
+        raise RunDirBusy(busy_message(folder, busy.holder)) from None  # its holder's folder: nothing removed
+    if fresh and _others(folder):  # a run that ended between the look and the lock
+        release_lock(lock)
+        raise RunDirTaken(taken_message(folder, resume_hint))
+    claim = Claim(folder, lock, made, frozenset(folder.rglob("*")), _work_files(folder))
+    CLAIMS[folder] = claim
+    return claim
+
+
+def lock_run_dir(folder: str | Path) -> FileLock:
+    """Hold `<folder>/.run.lock` until this process ends (`claim_run_dir` of a folder that may hold files)."""
+    return claim_run_dir(folder).lock
+
+
+def busy_message(folder: Path, holder: str) -> str:
+    return (
+        f"run folder {folder} is in use by process {holder}, which is writing to it now (a run "
+        f"resumed there, or a training): wait for it to end, or stop it (kill {holder}); two runs in one "
+        f"folder would write the same checkpoints and TensorBoard steps"
+    )
+
+
+def taken_message(folder: Path, resume_hint: bool = False) -> str:
+    """Why a new run may not write into `folder`, and what to do instead."""
+    held = sorted(p.name for p in folder.iterdir() if p.name not in LOCK_FILES)[:4]
+    last = folder / "checkpoints" / "last.ckpt"
+    resume = f", or resume that run: ckpt_path={last}" if resume_hint and last.is_file() else ""
+    return (
+        f"run folder {folder} holds another run's files ({', '.join(held)}, ...): a new run never writes into it; "
+        f"leave hydra.run.dir unset (a new folder under outputs/), pick an empty folder{resume}"
+    )
 
 
 def is_rank_zero() -> bool:
@@ -49,40 +104,41 @@ def is_rank_zero() -> bool:
     return all(os.environ.get(k, "0").strip() in ("", "0") for k in keys)
 
 
-def discard_unused(folder: str | Path, own: bool, subdir: str | Path | None = None, check_work: bool = True) -> bool:
-    """After a run stopped before any work (no checkpoint, no TensorBoard event written since it started),
-    remove what it wrote: the whole `folder` when it is the run's `own` new folder and holds nothing older
-    than the run, else only its Hydra config `subdir` (`.hydra/resume_<time>` of a resumed run). True if
-    something was removed. A folder holding any work (unless `check_work` is False: the run surely did
-    none), or anything the run did not write, is left alone."""
-    folder = Path(folder)
-    if not folder.is_dir():
+def give_up(folder: str | Path) -> bool:
+    """After this run was refused before any work (no checkpoint or TensorBoard event new or changed since it took
+    the lock), remove what it made in `folder`: the paths that appeared there while it held the lock, then the lock
+    file and the folders it created for it (the run folder, its parents), those while they are empty. True if
+    something was removed. Nothing else is touched: not a folder it did not claim, not a path that was there
+    before, not a folder that holds anything it did not make."""
+    claim = CLAIMS.get(Path(os.path.abspath(folder)))
+    if claim is None or any(claim.work.get(p) != t for p, t in _work_files(claim.folder).items()):
         return False
-    since = STARTED - 2.0  # file times come from a coarser clock than time.time()
-    files = [p for p in folder.rglob("*") if p.is_file()]
-    if check_work and _worked(folder, since):
-        return False
-    if own and all(p.stat().st_mtime >= since for p in files):
-        shutil.rmtree(folder, ignore_errors=True)
-        return True
-    sub = folder / subdir if subdir else None
-    if sub and sub.is_dir() and sub != folder and all(p.stat().st_mtime >= since for p in sub.rglob("*")):
-        shutil.rmtree(sub, ignore_errors=True)
-        return True
-    return False
+    lock_files = {claim.folder / name for name in LOCK_FILES}
+    new = [p for p in claim.folder.rglob("*") if p not in claim.before and p not in lock_files]
+    for path in sorted(new, key=lambda p: len(p.parts), reverse=True):  # deepest first: a folder after its files
+        _remove(path)
+    if claim.folder / LOCK_NAME in claim.made:
+        (claim.folder / LOCK_NAME).unlink(missing_ok=True)  # while held: a waiting process sees it gone, looks again
+    release_lock(claim.lock)
+    del CLAIMS[claim.folder]
+    for path in reversed(claim.made):
+        _remove(path)
+    return bool(new) or bool(claim.made)
 
 
-def _work_files(folder: Path) -> dict[str, int]:
+def _remove(path: Path) -> None:
+    """Remove a file, or a folder that is empty; leave anything else (a folder another process wrote into)."""
+    try:
+        path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
+    except OSError:
+        pass
+
+
+def _others(folder: Path) -> list[Path]:
+    """What `folder` holds besides the lock's own files (nothing when it does not exist)."""
+    return [p for p in folder.iterdir() if p.name not in LOCK_FILES] if folder.is_dir() else []
+
+
+def _work_files(folder: Path) -> dict[Path, int]:
     """The work files (WORK) under `folder` and their modification times in ns."""
-    return {str(p): p.stat().st_mtime_ns for pattern in WORK for p in folder.rglob(pattern) if p.is_file()}
-
-
-def _worked(folder: Path, since: float) -> bool:
-    """Whether this run wrote a work file in `folder`: one that is new or changed since the run locked it (exact,
-    whatever the file system's clock), else, for a folder it never locked, one modified after `since`. The time
-    rule alone misread a run that ended a second before this one started as this run's work."""
-    before = HELD.get(folder.resolve())
-    now = _work_files(folder)
-    if before is not None:
-        return any(before.get(path) != mtime for path, mtime in now.items())
-    return any(mtime >= since * 1e9 for mtime in now.values())
+    return {p: p.stat().st_mtime_ns for pattern in WORK for p in folder.rglob(pattern) if p.is_file()}

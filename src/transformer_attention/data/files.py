@@ -1,7 +1,8 @@
 """Cheap checks of local data files before `datasets` reads them, so that a bad file fails with its cause
-(empty, not UTF-8 text, a malformed JSON line, a header and no rows, not Parquet) in one line, instead of
-`datasets`' "An error occurred while generating the dataset". Standard library only; each check reads
-the file once, in chunks (parquet: its first and last four bytes).
+(empty, not UTF-8 text, a malformed JSON line, a header and no rows, not Parquet, another format than its
+extension says) in one line, instead of `datasets`' "An error occurred while generating the dataset". Standard
+library only; each check reads the file once, in chunks (parquet: its first and last four bytes). A CSV field
+may be as long as the file (Python's csv module stops at 131,072 characters unless told otherwise).
 """
 
 from __future__ import annotations
@@ -49,7 +50,12 @@ def _check_parquet(p: Path, size: int) -> None:
         tail = f.read(4)
     if head != PARQUET_MAGIC or tail != PARQUET_MAGIC:
         what = "truncated (it does not end like one)" if head == PARQUET_MAGIC else f"it starts with {head!r}"
-        raise DataError(f"file {p} ({size} bytes) is not a Parquet file: {what}; write it again, or rename it")
+        with open(p, "rb") as f:
+            text = f.read(4096).decode("utf-8", errors="replace")
+        seen = looks_like(text) if head != PARQUET_MAGIC else None
+        fix = f"rename it to {p.stem}{SUFFIXES[seen]}" if seen else "write it again, or rename it"
+        looks = f", it looks {seen}" if seen else ""
+        raise DataError(f"file {p} ({size} bytes) is not a Parquet file: {what}{looks}; {fix}")
 
 
 def _decode(p: Path, encoding: str) -> str:
@@ -86,16 +92,46 @@ def _decode(p: Path, encoding: str) -> str:
     return "".join(parts)
 
 
+# what a file's text looks like (`looks_like`), and the extension that reads it as that
+SUFFIXES = {"like JSON": ".jsonl", "tab-separated (TSV)": ".tsv", "comma-separated (CSV)": ".csv"}
+
+
+def looks_like(text: str) -> str | None:
+    """What the start of a text file looks like: JSON (a record or an array), tab- or comma-separated (its first
+    line holds one delimiter and not the other), or None when it is none of these for sure."""
+    head = text.lstrip()
+    first = head.split("\n", 1)[0]
+    if head.startswith(("{", "[")):
+        return "like JSON"
+    if "\t" in first and "," not in first:
+        return "tab-separated (TSV)"
+    if "," in first and "\t" not in first:
+        return "comma-separated (CSV)"
+    return None
+
+
 def _check_csv(p: Path, text: str, label_column: str | None) -> list[str]:
     lines = [line for line in text.splitlines() if line.strip()]
+    tsv = p.suffix.lower() == ".tsv"
+    first = lines[0]
+    if (seen := looks_like(text)) not in (None, "tab-separated (TSV)" if tsv else "comma-separated (CSV)"):
+        raise DataError(
+            f"file {p} is named {p.suffix} but looks {seen} (its first line: {first[:80]!r}); rename it to "
+            f"{p.stem}{SUFFIXES[seen]}: a file's format goes by its extension"
+        )
     if len(lines) < 2:
-        raise DataError(f"file {p} has no rows after the header ({lines[0][:80]!r}): add rows, or leave the file out")
-    rows = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if p.suffix.lower() == ".tsv" else ",")
-    header = next(rows)
-    if label_column not in header:
-        return []  # the missing column is named later, with the columns present
-    k = header.index(label_column)
-    labels = [row[k].strip() for row in rows if len(row) > k and row[k].strip()]
+        raise DataError(f"file {p} has no rows after the header ({first[:80]!r}): add rows, or leave the file out")
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, len(text) + 1))  # no field is longer than the file: a review of any length
+    try:
+        rows = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if tsv else ",")
+        header = next(rows)
+        if label_column not in header:
+            return []  # the missing column is named later, with the columns present
+        k = header.index(label_column)
+        labels = [row[k].strip() for row in rows if len(row) > k and row[k].strip()]
+    finally:
+        csv.field_size_limit(limit)
     check_integers_or_words(labels, where=f" in {p}")
     return labels
 
@@ -105,6 +141,12 @@ def _check_json(p: Path, text: str) -> None:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
+        if (seen := looks_like(text)) in ("tab-separated (TSV)", "comma-separated (CSV)"):
+            first = text.lstrip().split("\n", 1)[0]
+            raise DataError(
+                f"file {p} is named {p.suffix} but looks {seen} (its first line: {first[:80]!r}); rename it to "
+                f"{p.stem}{SUFFIXES[seen]}: a file's format goes by its extension"
+            ) from None
         if text.lstrip().startswith("["):  # one document: its own error position
             raise DataError(f"file {p} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") from None
         doc = None

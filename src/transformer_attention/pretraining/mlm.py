@@ -29,7 +29,7 @@ from ..callbacks.console import seconds
 from ..data.tokenizer import FIRST_WORD_ID, MASK_ID
 from ..data.unlabelled import PretrainingData
 from ..errors import CheckpointError, ConfigError
-from ..files import shown
+from ..files import shown, start_run_log
 from ..model import ClassifierOutput, TransformerClassifier
 from ..module import EncoderModule
 from ..training.builders import TrainerBuilder, build_loggers, instantiate_group, logged_metrics
@@ -70,6 +70,7 @@ def make_encoder(settings: PretrainConfig, data: PretrainingData, run: PretrainR
         **settings.encoder,
     )
     trainer = trainers.for_model(module, data)
+    start_run_log()  # every check passed: pretrain.py resumed in its folder writes its log from here
     if run.record is not None:
         log_run(trainer.loggers, run.record)  # no metrics: train runs define HPARAMS' columns
     start = time.perf_counter()

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
+from ..callbacks.interrupt import stop_on_signals
 from ..data import cache
 from ..data.tokenizer import FIRST_WORD_ID, cut_at
 from ..data.unlabelled import WHOLE_TEXT, PretrainingData
@@ -104,10 +105,12 @@ def train_vectors(
     workers = workers or free_cores()
     log.info("skip-gram: %d texts, %.2f M tokens, dim %d, %d epochs, %d worker(s)", len(sentences), tokens / 1e6,
              dim, epochs, workers)  # fmt: skip
-    model = Word2Vec(
-        sentences, vector_size=dim, sg=1, window=window, negative=negative, sample=sample, epochs=epochs,
-        min_count=min_count, workers=workers, seed=seed, callbacks=[_Progress(epochs)],
-    )  # fmt: skip
+    progress = _Progress(epochs)
+    with stop_on_signals(lambda: f"the skip-gram vectors in epoch {progress.epoch + 1}/{epochs}"):
+        model = Word2Vec(
+            sentences, vector_size=dim, sg=1, window=window, negative=negative, sample=sample, epochs=epochs,
+            min_count=min_count, workers=workers, seed=seed, callbacks=[progress],
+        )  # fmt: skip
     vectors = np.zeros((vocab_size, dim), dtype=np.float32)
     known = np.zeros(vocab_size, dtype=bool)
     for word, index in model.wv.key_to_index.items():

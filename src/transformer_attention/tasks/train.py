@@ -18,7 +18,7 @@ from omegaconf import DictConfig, open_dict
 
 from ..compat import expect_checkpoints
 from ..errors import ConfigError
-from ..files import shown
+from ..files import shown, start_run_log
 from ..pretraining import PretrainConfig, PretrainRun, Start, pretrain, read_start
 from ..training.builders import (
     TrainerBuilder,
@@ -72,6 +72,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         start.copy_into(model.net)  # the head starts fresh
     trainer = trainers.for_model(model, datamodule)  # precision=auto: timed on a real batch
 
+    start_run_log()  # every check passed: a run resumed in its folder writes its log from here (cli/run.py)
     columns = [cfg.get("optimized_metric"), *CLASSIFIER_METRICS]  # HPARAMS' metric columns
     log_run(trainer.loggers, RunRecord.of(plain(cfg)), metrics=columns)
 
