@@ -176,6 +176,7 @@ def current_umask() -> int:
     return mask
 
 
+@pytest.mark.slow
 def test_a_run_on_a_full_disk_ends_in_one_line_and_every_checkpoint_loads(small_disk: Path, tmp_path: Path):
     run = small_disk / "run"
     proc = run_entry(

@@ -200,6 +200,7 @@ def test_resuming_with_no_epoch_left_says_so_before_testing(first_run: Path, tmp
     }
 
 
+@pytest.mark.slow
 def test_a_pretrained_encoder_given_as_a_classifier_points_at_init_from(tmp_path: Path):
     log_dir = tmp_path / "outputs"
     run_entry("pretrain.py", *PRETRAIN, "pretrain.trainer.max_epochs=1", LOG.format(log_dir))

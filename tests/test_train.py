@@ -39,6 +39,7 @@ def test_fast_dev_run_from_another_directory(tmp_path: Path):
     assert not (tmp_path / "outputs").exists()
 
 
+@pytest.mark.slow
 def test_default_toy_run_is_accurate_and_writes_its_files(tmp_path: Path):
     """The README's default run: >= 95% toy test accuracy, checkpoints best and last, TensorBoard logs."""
     log_dir = tmp_path / "outputs"
@@ -52,6 +53,7 @@ def test_default_toy_run_is_accurate_and_writes_its_files(tmp_path: Path):
     assert (run / "tokenizer.json").is_file() and (run / ".hydra" / "config.yaml").is_file()
 
 
+@pytest.mark.slow
 def test_bigger_model_override_works(tiny_overrides):
     overrides = [o for o in tiny_overrides if not o.startswith("model.")]
     proc = run_entry(
@@ -76,6 +78,7 @@ def test_heads_not_dividing_d_model_fails_at_once(tiny_overrides):
     assert time.monotonic() - start < 60  # before any data or model work (the process start is most of it)
 
 
+@pytest.mark.slow
 def test_two_runs_never_share_a_folder(tiny_overrides, tmp_path: Path):
     for _ in range(2):
         run_entry("train.py", *tiny_overrides, "trainer.fast_dev_run=true")
