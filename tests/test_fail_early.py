@@ -82,6 +82,7 @@ def test_no_test_split_fails_before_training_and_leaves_no_run_folder(tmp_path: 
     assert snapshot(data) == before
 
 
+@pytest.mark.slow
 def test_every_job_of_a_sweep_fails_before_it_trains(tmp_path: Path):
     """Each job checks its data before training (an Optuna trial is such a job: hparams_search runs the same
     train() per trial), so a sweep on data that cannot succeed trains nothing."""

@@ -38,6 +38,7 @@ def refused(script: str, *overrides: str, kind: str = "config error", within: fl
 
 
 # ---- 1. a run folder has one owner --------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_new_run_into_another_runs_folder_is_refused_and_changes_nothing(first_run: Path):
     before = snapshot(first_run)
     line = refused("train.py", *TINY, f"hydra.run.dir={first_run}", "seed=7")
@@ -136,6 +137,7 @@ def test_every_entry_checks_its_settings_before_reading_data(tmp_path: Path, scr
     assert not work_done(tmp_path) and not list(tmp_path.rglob("tokenizer.json"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -187,6 +189,7 @@ def test_an_impossible_search_fails_before_its_study_exists(tmp_path: Path, over
 
 
 # ---- 5. messages that point at the real cause ----------------------------------------------------------
+@pytest.mark.slow
 def test_resuming_with_no_epoch_left_says_so_before_testing(first_run: Path, tmp_path: Path):
     ckpt = first_run / "checkpoints" / "last.ckpt"
     before = snapshot(first_run)
@@ -219,6 +222,7 @@ def test_random_bytes_as_init_from_never_suggest_weights_only_false(tmp_path: Pa
     assert f"model.init_from='{bad}'" in line and "weights_only=False" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_an_unknown_hub_name_among_the_extra_texts_names_that_setting(tmp_path: Path):
     line = refused("pretrain.py", *PRETRAIN, LOG.format(tmp_path), "pretrain.extra_texts=[nobody/no-such-set]",
                    kind="data error")  # fmt: skip

@@ -29,6 +29,7 @@ def test_fast_dev_run_prints_the_metrics_it_keeps(tiny_overrides, tmp_path: Path
     assert 0.0 <= printed["test/acc"] <= 1.0 and printed["test/loss"] > 0.0
 
 
+@pytest.mark.slow
 def test_fast_dev_run_from_another_directory(tmp_path: Path):
     log_dir = tmp_path / "logs"
     proc = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}", "trainer.fast_dev_run=true", cwd=tmp_path)
@@ -94,6 +95,7 @@ def test_data_error_is_one_clear_line(tiny_overrides, tmp_path: Path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_one_csv_file_trains_validates_and_tests_on_carved_splits(tmp_path: Path):
     """Your own reviews in one file: validation and test are carved from it (seeded), and train keeps no text
     either holds; the run reports test metrics and says how many rows it carved."""
