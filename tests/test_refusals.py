@@ -19,12 +19,9 @@ LOG = "paths.log_dir={}"
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory) -> Path:
-    """A finished tiny training run, for the tests that point other runs at it."""
-    log_dir = tmp_path_factory.mktemp("first") / "outputs"
-    run_entry("train.py", *TINY, "callbacks.attention_maps=null", LOG.format(log_dir))
-    (run,) = run_dirs(log_dir)
-    return run
+def first_run(tiny_run) -> Path:
+    """A finished tiny training run (conftest's, shared), for the tests that point other runs at it."""
+    return tiny_run[0]
 
 
 def refused(script: str, *overrides: str, kind: str = "config error", within: float = 60.0) -> str:
