@@ -64,6 +64,16 @@ def run_dirs(log_dir: Path, task: str = "train") -> list[Path]:
     return sorted((log_dir / task / "runs").iterdir())
 
 
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> tuple[Path, str]:
+    """One finished TINY training run (no attention maps), shared by the tests that read a trained run or point
+    other runs at it: its run folder and what it printed. A test may append to its log, never change its files."""
+    log_dir = tmp_path_factory.mktemp("tiny_run") / "outputs"
+    proc = run_entry("train.py", *TINY, "callbacks.attention_maps=null", f"paths.log_dir={log_dir}")
+    (run,) = run_dirs(log_dir)
+    return run, proc.stdout
+
+
 @pytest.fixture
 def tiny_overrides(tmp_path: Path) -> list[str]:
     return [*TINY, f"paths.log_dir={tmp_path / 'outputs'}"]

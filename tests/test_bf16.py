@@ -70,6 +70,7 @@ def test_math_path_masks_in_bf16_without_nan():
     torch.testing.assert_close(w[0].sum(-1).float(), torch.ones(2, 5), atol=1e-2, rtol=0)
 
 
+@pytest.mark.slow
 def test_bf16_mixed_run_trains_the_toy_set_like_fp32(tiny_overrides):
     """A real `python train.py trainer.precision=bf16-mixed` run: >= 95% toy test accuracy."""
     overrides = [o for o in tiny_overrides if not o.startswith(("model.", "data.toy_size", "trainer.max_epochs"))]

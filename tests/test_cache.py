@@ -110,6 +110,7 @@ def test_ids_that_do_not_match_their_texts_are_set_aside(tmp_path, caplog):
     assert rows(again) == rows(clean)
 
 
+@pytest.mark.slow
 def test_a_damaged_cached_encoder_is_set_aside_and_pretrained_again(tmp_path: Path):
     """train.py model.init_from=pretrain after the cached encoder was truncated, emptied or overwritten: the run
     pretrains again (the same weights as the first time) and goes on."""

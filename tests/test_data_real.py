@@ -19,6 +19,7 @@ needs_shared = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 @needs_shared
 def test_train_entry_on_rotten_tomatoes_end_to_end(tmp_path):
     proc = run_entry(

@@ -83,6 +83,7 @@ def test_no_test_split_fails_before_training_and_leaves_no_run_folder(tmp_path: 
     assert snapshot(data) == before
 
 
+@pytest.mark.slow
 def test_every_job_of_a_sweep_fails_before_it_trains(tmp_path: Path):
     """Each job checks its data before training (an Optuna trial is such a job: hparams_search runs the same
     train() per trial), so a sweep on data that cannot succeed trains nothing."""
@@ -177,6 +178,7 @@ def current_umask() -> int:
     return mask
 
 
+@pytest.mark.slow
 def test_a_run_on_a_full_disk_ends_in_one_line_and_every_checkpoint_loads(small_disk: Path, tmp_path: Path):
     run = small_disk / "run"
     proc = run_entry(

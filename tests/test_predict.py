@@ -180,12 +180,10 @@ def test_read_texts_combines_and_explains(tmp_path: Path):
 
 # ---- a trained checkpoint ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> tuple[Path, dict[str, float]]:
-    """One tiny training run: its run folder and the metrics it printed."""
-    log_dir = tmp_path_factory.mktemp("trained") / "outputs"
-    proc = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}")
-    (run,) = run_dirs(log_dir)
-    return run, final_metrics(proc.stdout)
+def trained(tiny_run) -> tuple[Path, dict[str, float]]:
+    """One tiny training run (conftest's, shared): its run folder and the metrics it printed."""
+    run, stdout = tiny_run
+    return run, final_metrics(stdout)
 
 
 @pytest.mark.slow

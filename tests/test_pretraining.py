@@ -175,6 +175,7 @@ PRETRAIN_PY = RECIPE
 TRAIN_PY = [*RECIPE, *[o for o in TINY if o.startswith("trainer.")]]
 
 
+@pytest.mark.slow
 def test_pretrain_entry_then_train_from_it_and_from_the_cache(tmp_path: Path):
     """pretrain.py writes a checkpoint train.py starts from; train.py model.init_from=pretrain pretrains once,
     then reuses the cached encoder; a size that differs from the checkpoint's fails in one line."""
@@ -197,6 +198,7 @@ def test_pretrain_entry_then_train_from_it_and_from_the_cache(tmp_path: Path):
     assert len(run_dirs(tmp_path / "outputs", "pretrain")) == 1
 
 
+@pytest.mark.slow
 def test_pretrain_takes_the_trainer_logger_and_callbacks_overrides_train_takes(tmp_path: Path):
     """pretrain.py's groups are train.py's `pretrain.*` ones: `logger@pretrain.logger=csv` writes metrics.csv (and no
     TensorBoard events), `pretrain.trainer.precision=bf16-mixed` trains in bf16 autocast,

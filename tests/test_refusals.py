@@ -19,12 +19,9 @@ LOG = "paths.log_dir={}"
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory) -> Path:
-    """A finished tiny training run, for the tests that point other runs at it."""
-    log_dir = tmp_path_factory.mktemp("first") / "outputs"
-    run_entry("train.py", *TINY, "callbacks.attention_maps=null", LOG.format(log_dir))
-    (run,) = run_dirs(log_dir)
-    return run
+def first_run(tiny_run) -> Path:
+    """A finished tiny training run (conftest's, shared), for the tests that point other runs at it."""
+    return tiny_run[0]
 
 
 def refused(script: str, *overrides: str, kind: str = "config error", within: float = 60.0) -> str:
@@ -38,6 +35,7 @@ def refused(script: str, *overrides: str, kind: str = "config error", within: fl
 
 
 # ---- 1. a run folder has one owner --------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_new_run_into_another_runs_folder_is_refused_and_changes_nothing(first_run: Path):
     before = snapshot(first_run)
     line = refused("train.py", *TINY, f"hydra.run.dir={first_run}", "seed=7")
@@ -136,6 +134,7 @@ def test_every_entry_checks_its_settings_before_reading_data(tmp_path: Path, scr
     assert not work_done(tmp_path) and not list(tmp_path.rglob("tokenizer.json"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -187,6 +186,7 @@ def test_an_impossible_search_fails_before_its_study_exists(tmp_path: Path, over
 
 
 # ---- 5. messages that point at the real cause ----------------------------------------------------------
+@pytest.mark.slow
 def test_resuming_with_no_epoch_left_says_so_before_testing(first_run: Path, tmp_path: Path):
     ckpt = first_run / "checkpoints" / "last.ckpt"
     before = snapshot(first_run)
@@ -205,6 +205,7 @@ def mlm_run(tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_a_resume_of_the_other_kinds_checkpoint_is_refused_and_adds_nothing(first_run: Path, mlm_run: Path, tmp_path):
     """train.py on a pretrain.py run's last.ckpt, pretrain.py on a train.py run's: each resumes in that run's folder,
     is refused by the checkpoint's kind, and leaves the folder as it was: no log line, no empty log, no config."""
@@ -217,6 +218,7 @@ def test_a_resume_of_the_other_kinds_checkpoint_is_refused_and_adds_nothing(firs
     assert {run: (snapshot(run), sorted(run.rglob("*"))) for run in (first_run, mlm_run)} == before
 
 
+@pytest.mark.slow
 def test_a_pretrained_encoder_given_as_a_classifier_points_at_init_from(mlm_run: Path, tmp_path: Path):
     (encoder,) = (mlm_run / "checkpoints").glob("mlm_*.ckpt")
     for script, args in (("predict.py", ["text=fine"]), ("evaluate.py", []), ("train.py", TINY)):
@@ -233,6 +235,7 @@ def test_random_bytes_as_init_from_never_suggest_weights_only_false(tmp_path: Pa
     assert f"model.init_from='{bad}'" in line and "weights_only=False" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_an_unknown_hub_name_among_the_extra_texts_names_that_setting(tmp_path: Path):
     line = refused("pretrain.py", *PRETRAIN, LOG.format(tmp_path), "pretrain.extra_texts=[nobody/no-such-set]",
                    kind="data error")  # fmt: skip

@@ -33,6 +33,7 @@ def test_fast_dev_run_prints_the_metrics_it_keeps(tiny_overrides, tmp_path: Path
     assert 0.0 <= printed["test/acc"] <= 1.0 and printed["test/loss"] > 0.0
 
 
+@pytest.mark.slow
 def test_fast_dev_run_from_another_directory(tmp_path: Path):
     log_dir = tmp_path / "logs"
     proc = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}", "trainer.fast_dev_run=true", cwd=tmp_path)
@@ -43,6 +44,7 @@ def test_fast_dev_run_from_another_directory(tmp_path: Path):
     assert not (tmp_path / "outputs").exists()
 
 
+@pytest.mark.slow
 def test_default_toy_run_is_accurate_and_writes_its_files(tmp_path: Path):
     """The README's default run: >= 95% toy test accuracy, checkpoints best and last, TensorBoard logs; its captured
     console a page a person reads: at most 60 lines, none over 160 characters or with trailing spaces, epoch lines
@@ -69,6 +71,7 @@ def test_default_toy_run_is_accurate_and_writes_its_files(tmp_path: Path):
     assert (run / "tokenizer.json").is_file() and (run / ".hydra" / "config.yaml").is_file()
 
 
+@pytest.mark.slow
 def test_bigger_model_override_works(tiny_overrides):
     overrides = [o for o in tiny_overrides if not o.startswith("model.")]
     proc = run_entry(
@@ -93,6 +96,7 @@ def test_heads_not_dividing_d_model_fails_at_once(tiny_overrides):
     assert time.monotonic() - start < 60  # before any data or model work (the process start is most of it)
 
 
+@pytest.mark.slow
 def test_two_runs_never_share_a_folder(tiny_overrides, tmp_path: Path):
     for _ in range(2):
         run_entry("train.py", *tiny_overrides, "trainer.fast_dev_run=true")
@@ -108,6 +112,7 @@ def test_data_error_is_one_clear_line(tiny_overrides, tmp_path: Path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_one_csv_file_trains_validates_and_tests_on_carved_splits(tmp_path: Path):
     """Your own reviews in one file: validation and test are carved from it (seeded), and train keeps no text
     either holds; the run reports test metrics and says how many rows it carved."""

@@ -176,6 +176,7 @@ def test_bad_skipgram_settings_fail_in_one_line_before_any_data_is_read(tiny_ove
     assert "tokenizing" not in proc.stderr + proc.stdout
 
 
+@pytest.mark.slow
 def test_train_from_pretrain_trains_vectors_once_and_starts_from_exactly_their_rows(folder: Path, tmp_path: Path):
     """model.init_from=pretrain with pretrain.method=skipgram: the first run trains and caches the vectors, a
     second run (another seed) reuses them; with the embedding frozen for the one epoch trained, the checkpoint's
