@@ -24,7 +24,7 @@ from pathlib import Path
 from common import ROOT, machine, side_by_side_args, write_json
 
 COST_LINE = re.compile(
-    r"attention maps: (\d+) images at (\d+) steps, ([\d.]+) s on the training thread(?:, ([\d.]+) s on their own)?"
+    r"(\d+) images? at (\d+) steps?, ([\d.]+) s on the training thread(?:, ([\d.]+) s on their own)?"
 )
 
 

@@ -107,7 +107,7 @@ class AttentionMapLogger(Callback):
             log.warning("AttentionMapLogger: the datamodule has no tokenizer; no attention maps")
             return
         if trainer.fast_dev_run:
-            log.info("attention maps: none in a fast_dev_run (it logs nothing)")
+            log.info("no attention maps in a fast_dev_run (it logs nothing)")
             return
         if not image_loggers(trainer.loggers):
             log.warning("AttentionMapLogger: no logger that takes images (TensorBoard, MLflow, W&B); no attention maps")
@@ -141,7 +141,7 @@ class AttentionMapLogger(Callback):
         if self.cost["logs"]:
             own = f", {self.writer.seconds:.2f} s on their own thread" if self.writer.background else ""
             log.info(
-                "attention maps: %s at %s, %.2f s on the training thread%s",
+                "%s at %s, %.2f s on the training thread%s",
                 *(plural(self.cost["images"], "image"), plural(self.cost["logs"], "step"), self.cost["seconds"], own),
             )
 
@@ -212,7 +212,7 @@ class AttentionMapLogger(Callback):
         """The interactive attention view (hover a token, pick a layer and heads, the rollout) of each example
         as last logged: `<folder>/<example>.html`, self-contained, opens offline."""
         self.pages = save_pages(self.last, folder, pooling)
-        log.info("attention maps: interactive views of %s in %s", plural(len(self.pages), "example"), shown(folder))
+        log.info("interactive attention views of %s in %s", plural(len(self.pages), "example"), shown(folder))
         return self.pages
 
     def _with_mean(self, heads: int) -> bool:
