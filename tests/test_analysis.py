@@ -209,9 +209,29 @@ def test_leave_one_out_and_the_gradient_methods_on_the_oracle():
     assert explained.attributions["integrated_gradients"].sum() == pytest.approx(logit - base, rel=1e-3)
     assert ig_error < 1e-3
     np.testing.assert_allclose(explained.attributions["attention"].sum(), 1.0, atol=1e-6)  # a weight row
-    assert sorted(explained.attributions) == sorted(
-        ["attention", "rollout", "grad_x_input", "integrated_gradients", "leave_one_out", "random"]
-    )
+    assert sorted(explained.attributions) == sorted(ATTRIBUTIONS)
+
+
+def test_norm_weighted_attention_on_the_oracle():
+    """attention_norm: the mean-pooled rows of the head mean of alpha_ij ||f_h(x_j)||, f_h from w_v and head h's
+    slice of w_o in NumPy; its rollout, on one layer, is the residual half plus half the row-scaled map."""
+    net = hand_model()
+    row = ROWS[2]
+    (explained,), _ = explain_texts(net, [row], k=[50], mask_id=MASK_ID, ig_steps=4)
+    P = {k: v.detach().numpy() for k, v in net.state_dict().items()}
+    ids = torch.tensor([row])
+    with torch.no_grad():
+        x = net.pos_encoder(net.embedding(ids) * 2.0)[0].numpy()  # (T, D): sqrt(4) = 2
+        alpha = net(ids, need_weights=True).attentions[0][0].numpy()  # (H, T, T)
+    v = x @ P["encoder.layers.0.self_attn.w_v.weight"].T + P["encoder.layers.0.self_attn.w_v.bias"]  # (T, D)
+    w_o = P["encoder.layers.0.self_attn.w_o.weight"]
+    moved = np.stack([np.linalg.norm(v[:, h * 2 : h * 2 + 2] @ w_o[:, h * 2 : h * 2 + 2].T, axis=-1) for h in (0, 1)])
+    maps = (alpha * moved[:, None, :]).mean(axis=0)  # (T, T): the head mean of alpha_ij ||f_h(x_j)||
+    np.testing.assert_allclose(explained.attributions["attention_norm"], maps.mean(axis=0), rtol=1e-9)
+    shares = maps / maps.sum(axis=-1, keepdims=True)
+    expected = (0.5 * np.eye(len(row)) + 0.5 * shares).mean(axis=0)
+    np.testing.assert_allclose(explained.attributions["attention_norm_rollout"], expected, rtol=1e-5)
+    assert not np.allclose(shares.mean(axis=0), explained.attributions["attention"], atol=1e-3)  # it differs
 
 
 # ---- the cost estimate: each analysis says how many passes it makes -------------------------------------

@@ -22,9 +22,10 @@ import numpy as np
 from torch import nn
 from tqdm import tqdm
 
-from ..inference import Passes, probabilities
+from ..inference import probabilities
 from . import attributions
 from .attributions import ATTRIBUTIONS, attribute
+from .passes import Passes
 from .removal import REMOVAL_PHRASES, keeping, without
 
 CURVE = tuple(range(0, 101, 10))  # the deletion curve: % of a text's words removed
