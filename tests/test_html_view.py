@@ -163,6 +163,9 @@ def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str, pooling: 
         data = inlined_data(page.read_text(encoding="utf-8"))
         assert data["tokens"] == pred.tokens
         np.testing.assert_allclose(np.array(data["layers"][1]), pred.attentions[1].numpy(), atol=1e-4)
+        (again,) = predict(module, [texts[i]], need_norms=True)  # the "weight x norm" maps: the model's, as shares
+        shares = [n / n.sum(-1, keepdim=True) for n in again.attentions]
+        np.testing.assert_allclose(np.array(data["kinds"]["norm"]["layers"][1]), shares[1].numpy(), atol=1e-4)
         assert ("attention_png" in record) == (choice == "both")
         # the word attributions view: every method's value per token, and its faithfulness on this text
         assert list(data["attributions"]) == list(PAGE_METHODS)
@@ -745,3 +748,53 @@ def test_the_export_button_saves_the_view_on_screen_as_an_svg_picture(browser, t
             assert len([m for m in found if m.get("src", "").startswith("data:image/png")]) == 2 * 4 + 1
         if view == "text":
             assert [m.text for m in found if m.get("class") == "word"] == tokens[1:]
+
+
+# ---- weight | weight x norm ----------------------------------------------------------------------------------
+def norm_maps(attentions: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Norm-weighted maps as the model gives them: each key's weight times a length of its own per head."""
+    lengths = torch.arange(1.0, 7.0).flip(0) * torch.tensor([1.0, 3.0, 0.5, 2.0]).view(4, 1)  # (H, T)
+    return [w * lengths[:, None, :] for w in attentions]
+
+
+def test_the_page_carries_the_norm_maps_as_shares_and_their_rollout():
+    tokens, attentions = shared_key_attention()
+    norms = norm_maps(attentions)
+    data = inlined_data(attention_html(tokens, attentions, norms=norms))
+    shares = [(n / n.sum(-1, keepdim=True)).numpy() for n in norms]
+    assert data["kinds"]["weight"]["layers"] == data["layers"]
+    np.testing.assert_allclose(np.array(data["kinds"]["norm"]["layers"]), np.stack(shares), atol=1e-5)
+    np.testing.assert_allclose(np.array(data["kinds"]["norm"]["rollout"]), attention_rollout(shares), atol=1e-5)
+    assert not np.allclose(shares[0], attentions[0].numpy(), atol=1e-2)  # the switch shows something else
+    assert "kinds" not in inlined_data(attention_html(tokens, attentions))  # no norms, no switch
+    with pytest.raises(ValueError, match="6 tokens for a 5 x 5"):
+        attention_html(tokens, attentions, norms=[n[:, :5, :5] for n in norms])
+
+
+@pytest.mark.slow
+def test_the_kind_switch_redraws_the_head_and_model_views_in_a_browser(browser, tmp_path: Path):
+    tokens, attentions = shared_key_attention()
+    norms = norm_maps(attentions)
+    shares = [n / n.sum(-1, keepdim=True) for n in norms]
+    page = save_attention_html(tmp_path / "view.html", tokens, attentions, norms=norms, scale="fixed")
+    browser.open(page.as_uri() + "#layer=1&heads=1")
+    assert browser.js("document.getElementById('kind-switch').hidden") is False
+    browser.move_to("g.token.left[data-index='4'] rect")
+    assert_drawn(browser.lines(), expected_lines({"head-1": attentions[1][1]}, 4), 4)
+    browser.js("(function () { var s = document.getElementById('kind'); s.value = 'norm'; "
+               "s.dispatchEvent(new Event('change')); })()")  # fmt: skip
+    browser.move_to("g.token.left[data-index='3'] rect")
+    assert_drawn(browser.lines(), expected_lines({"head-1": shares[1][1]}, 3), 3)
+    browser.js("location.hash = 'layer=rollout'")
+    browser.wait_for("document.getElementById('layer').value === 'rollout'")
+    browser.move_to("g.token.left[data-index='0'] rect")
+    assert_drawn(browser.lines(), expected_lines({"rollout": attention_rollout(shares)}, 0), 0)
+    browser.click("#mode-model")  # the model view paints the norm maps' cells
+    pixel = (
+        "Array.from(document.querySelector('canvas.map[data-layer=\"0\"][data-head=\"3\"]').getContext('2d')"
+        ".getImageData(0, 2, 1, 1).data).slice(0, 3)"
+    )  # query 2, key 0 of layer 0, head 3: one pixel per cell
+    np.testing.assert_allclose(browser.js(pixel), ramp(shares[0][3][2, 0].numpy()), atol=1.01)
+    plain = save_attention_html(tmp_path / "plain.html", tokens, attentions)
+    browser.open(plain.as_uri())
+    assert browser.js("document.getElementById('kind-switch').hidden") is True

@@ -17,7 +17,8 @@ from .heads import HeadImportance, head_importance
 from .plan import Plan, analysis_settings
 from .removal import REMOVAL_PHRASES, replacement
 
-PAGE_METHODS = ("attention", "rollout", "integrated_gradients", "leave_one_out", "random")  # predict.py's pages
+# predict.py's pages
+PAGE_METHODS = ("attention", "rollout", "attention_norm", "integrated_gradients", "leave_one_out", "random")
 
 
 @dataclass

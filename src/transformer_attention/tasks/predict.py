@@ -23,7 +23,7 @@ from ..analysis.run import explain_rows
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError, InputError, printable
 from ..files import atomic_write
-from ..inference import Prediction, predict
+from ..inference import Prediction, infer, predict
 from ..plotting import ReviewText, paragraphs, plot_rollout, save_attention_html, save_attention_png, save_figure
 from ..plotting.scales import DEFAULT_SCALE, SCALES
 from ..plotting.words import POOLED_ROW
@@ -120,9 +120,11 @@ def save_attention_page(
     explained: Explained | None = None,
     removal: str = "",
     pooling: str = "cls",
+    norms: list | None = None,
 ) -> Path:
-    """The interactive attention view of one prediction (every layer, head and the rollout) and, when `explained`,
-    its word attributions with their faithfulness on this text: `<folder>/<index>.html`."""
+    """The interactive attention view of one prediction (every layer, head and the rollout; with `norms`, the
+    norm-weighted maps too) and, when `explained`, its word attributions with their faithfulness on this text:
+    `<folder>/<index>.html`."""
     probs = ", ".join(f"{name} {prob:.2f}" for name, prob in pred.probabilities.items())
     words = {}
     if explained is not None:
@@ -135,7 +137,7 @@ def save_attention_page(
         }
     return save_attention_html(
         folder / f"{index:04d}.html", pred.tokens, pred.attentions, title=pred.text, caption=f"{pred.label} ({probs})",
-        pooling=pooling, method_labels=LABELS, **words,
+        pooling=pooling, method_labels=LABELS, norms=norms, **words,
     )  # fmt: skip
 
 
@@ -175,10 +177,11 @@ def main(cfg: DictConfig) -> list[Prediction]:
         batch_size=cfg.batch_size,
         max_length=cfg.get("max_length"),
     )
-    explained, removal = [None] * len(preds), ""
+    explained, removal, norms = [None] * len(preds), "", [None] * len(preds)
     if "html" in formats:  # the pages' word attributions (analysis/): the model's own tokens back to its ids
         tok = load_tokenizer(module.tokenizer_json)
         rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
+        norms = [r.attentions for r in infer(module, rows, need_norms=True, batch_size=cfg.batch_size)]  # x norm
         explained, removal = explain_rows(module.net, rows, tok, cfg.get("analysis"))
     run = Path(cfg.paths.output_dir)
     records, pooling = [], module.hparams.get("pooling", "cls")
@@ -190,7 +193,8 @@ def main(cfg: DictConfig) -> list[Prediction]:
             record["rollout_png"] = str(save_rollout_png(p, folder, i, pooling=pooling, scale=scale))
             record["text_png"] = str(save_text_png(p, folder, i, pooling=pooling, scale=scale))
         if "html" in formats:
-            record["attention_html"] = str(save_attention_page(p, run / "attention", i, explained[i], removal, pooling))
+            page = save_attention_page(p, run / "attention", i, explained[i], removal, pooling, norms=norms[i])
+            record["attention_html"] = str(page)
         records.append(json.dumps(record, ensure_ascii=False) + "\n")
     atomic_write(run / "predictions.jsonl", "".join(records))
     for p in preds:

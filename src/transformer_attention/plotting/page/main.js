@@ -1,8 +1,9 @@
 /* The page's entry: tabs, the colour scale switch, the URL hash, the export button, and one draw() that
    every change of state ends in. The hash picks the initial view: #layer=1&heads=0,2&token=4 (layer=rollout,
    mean=1, key=3 to pin a key), view=model|text|words, scale=fixed|row|uniform, series=<a text tab choice>
-   (layer-1, layer-1-head-0, rollout, method-<name>), method=<name> for the word attributions tab. */
-import { data, state, L, T, H, onChange } from "./state.js";
+   (layer-1, layer-1-head-0, rollout, method-<name>), method=<name> for the word attributions tab, kind=norm
+   for the norm-weighted maps (when the page has them). */
+import { data, state, L, T, H, onChange, pickKind } from "./state.js";
 import { SVG_NS, byId, htmlNode } from "./dom.js";
 import { buildScaleSwitch, drawLegends } from "./scale.js";
 import { buildWords, drawWords, methods } from "./words.js";
@@ -12,6 +13,7 @@ import { buildModel, drawModel } from "./model.js";
 
 const VIEWS = ["head", "model", "text", "words"];
 const scaleSwitch = buildScaleSwitch();
+const kindSwitch = byId("kind");
 
 function draw() {
   VIEWS.forEach((view) => {
@@ -19,6 +21,7 @@ function draw() {
     byId("mode-" + view).className = state.view === view ? "tab on" : "tab";
   });
   scaleSwitch.value = state.scale;
+  kindSwitch.value = state.kind;
   drawLegends();
   drawHeadControls();
   drawHead();
@@ -37,6 +40,7 @@ function fromHash() {
     if (key === "view" && VIEWS.includes(value) && (value !== "words" || state.method)) { state.view = value; }
     if (key === "method" && methods.includes(value)) { state.method = value; }
     if (key === "scale" && value in data.names.scales) { state.scale = value; }
+    if (key === "kind") { pickKind(value); }
     if (key === "series") { pickSeries(value); }
     if ((key === "token" || key === "key") && value !== "" && t >= 0 && t < T) {
       state.pin = { side: key === "key" ? "key" : "query", index: t };
@@ -90,6 +94,8 @@ buildWords();
 buildText();
 VIEWS.forEach((view) => byId("mode-" + view).addEventListener("click", () => { state.view = view; draw(); }));
 scaleSwitch.addEventListener("change", () => { state.scale = scaleSwitch.value; draw(); });
+byId("kind-switch").hidden = !data.kinds;
+kindSwitch.addEventListener("change", () => { pickKind(kindSwitch.value); draw(); });
 byId("export").addEventListener("click", exportView);
 fromHash();
 onChange(draw);
