@@ -6,6 +6,7 @@ cost estimate's pass counts are the passes the analyses make."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -22,9 +23,11 @@ from test_callbacks import events
 from test_refusals import refused
 
 from transformer_attention.analysis import AnalysisConfig, check_analyses, check_analysis_settings
+from transformer_attention.analysis.agreement import agreement, aopc_bounds
 from transformer_attention.analysis.attributions import ATTRIBUTIONS
 from transformer_attention.analysis.faithfulness import (
     CURVE,
+    Faithfulness,
     eraser_scores,
     explain_texts,
     faithfulness,
@@ -232,6 +235,49 @@ def test_norm_weighted_attention_on_the_oracle():
     expected = (0.5 * np.eye(len(row)) + 0.5 * shares).mean(axis=0)
     np.testing.assert_allclose(explained.attributions["attention_norm_rollout"], expected, rtol=1e-5)
     assert not np.allclose(shares.mean(axis=0), explained.attributions["attention"], atol=1e-3)  # it differs
+
+
+def test_agreement_is_kendalls_tau_with_the_references_words_only():
+    loo = np.array([9.0, 0.1, 0.5, 0.3, 0.2])  # [CLS] first: never ranked
+    scores = {"leave_one_out": loo, "same": loo * 3 + 1, "reversed": -loo, "flat": np.ones(5)}
+    tau = agreement(scores)
+    assert tau["same"] == {"tau_leave_one_out": 1.0} and tau["reversed"]["tau_leave_one_out"] == -1.0
+    assert math.isnan(tau["flat"]["tau_leave_one_out"])  # no ranking: no agreement
+    swapped = agreement({"leave_one_out": loo, "one_swap": np.array([0.0, 0.1, 0.5, 0.2, 0.3])})
+    assert swapped["one_swap"]["tau_leave_one_out"] == pytest.approx(4 / 6)  # 5 of 6 pairs concordant
+    base = {"comprehensiveness@50": 0.5, "comprehensiveness": 0.5, "sufficiency@50": 0.1, "sufficiency": 0.1}
+    report = Faithfulness(split="test", texts=3, removal="mask", k=[50.0], ig_error=0.0)
+    report.scores = {"a": {**base, "aopc": 0.3, "naopc": 0.6, "tau_leave_one_out": 1.0},
+                     "b": {**base, "aopc": 0.2, "naopc": 0.4, "tau_leave_one_out": 0.25}}  # fmt: skip
+    report.sem = {"a": {"tau_leave_one_out": 0.0}, "b": {"tau_leave_one_out": 0.125}}
+    head, _, a, b = report.table()
+    assert head.endswith("| AOPC | nAOPC | tau LOO |")
+    assert a.endswith("| 0.300 | 0.600 ± 0.000 | 1 (identical) |")
+    assert b.endswith("| 0.200 | 0.400 ± 0.000 | 0.250 ± 0.125 |")
+
+
+def test_normalized_aopc_lies_between_greedy_bounds_inside_the_exhaustive_ones():
+    """On a 4-word text: the greedy bounds inside the best and worst AOPC of all 24 removal orders, and each
+    method's nAOPC (AOPC - lower) / (upper - lower)."""
+    net = hand_model()
+    row = ROWS[0]
+    (explained,), _ = explain_texts(net, [row], k=[50], mask_id=MASK_ID, ig_steps=8)
+    y = explained.predicted
+    aopcs = []
+    for order in itertools.permutations(range(1, len(row))):
+        drops = [explained.probability - oracle(net, without(row, set(order[: top_count(j, 4)]), MASK_ID))[y]
+                 for j in CURVE]  # fmt: skip
+        aopcs.append(np.mean(drops))
+    best, worst = max(aopcs), min(aopcs)
+    ((lower, upper),) = aopc_bounds(
+        net, [row], [y], [explained.probability], mask_id=MASK_ID, curve=CURVE, count=top_count
+    )
+    assert worst - 1e-7 <= lower < upper <= best + 1e-7  # the oracle and the model agree to ~1e-8
+    for s in explained.scores.values():
+        assert worst - 1e-7 <= s["aopc"] <= best + 1e-7
+        assert s["naopc"] == pytest.approx((s["aopc"] - lower) / (upper - lower))
+    assert explained.scores["leave_one_out"]["tau_leave_one_out"] == 1.0
+    assert explained.scores["integrated_gradients"]["tau_integrated_gradients"] == 1.0
 
 
 # ---- the cost estimate: each analysis says how many passes it makes -------------------------------------

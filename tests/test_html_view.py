@@ -171,7 +171,9 @@ def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str, pooling: 
         assert list(data["attributions"]) == list(PAGE_METHODS)
         assert all(len(values) == len(pred.tokens) for values in data["attributions"].values())
         assert set(data["faithfulness"]) == set(PAGE_METHODS)
-        assert set(data["faithfulness"]["rollout"]) == {"comprehensiveness", "sufficiency", "aopc"}
+        assert set(data["faithfulness"]["rollout"]) == {
+            "comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients"
+        }  # fmt: skip
         assert "replaced by [MASK]" in data["faithfulness_note"]
         assert data["text"]["pooling"] == pooling and data["names"]["methods"] == LABELS  # the model's pooled row
     module = load_module(ckpt)
@@ -437,8 +439,14 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
         "leave_one_out": [0.0, 0.02, 0.5, -0.01, 0.0],
     }
     scores = {
-        m: {"comprehensiveness": 0.5 + i / 10, "sufficiency": 0.1, "aopc": 0.4} for i, m in enumerate(attributions)
-    }
+        m: {
+            "comprehensiveness": 0.5 + i / 10,
+            "sufficiency": 0.1,
+            "aopc": 0.4,
+            "tau_leave_one_out": 1.0 if i == 0 else 0.25,
+        }
+        for i, m in enumerate(attributions)
+    }  # the first method ranks the words as leave-one-out does
     page = save_attention_html(
         tmp_path / "view.html", tokens, attentions, attributions=attributions, faithfulness=scores,
         faithfulness_note="words replaced by [MASK]", method_labels=LABELS,
@@ -474,7 +482,9 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
     cells = browser.js(
         "Array.from(document.querySelectorAll('#faithfulness tr[data-method=attention] td'), c => c.textContent)"
     )
-    assert cells == ["attention (last layer)", "0.500", "0.100", "0.400"]
+    assert cells == ["attention (last layer)", "0.500", "0.100", "0.400", "1 (identical)"]
+    heads = browser.js("Array.from(document.querySelectorAll('#faithfulness th'), c => c.textContent)")
+    assert heads == ["method", "comprehensiveness", "sufficiency", "AOPC", "tau LOO"]  # the measures given
 
     browser.click("#method-leave_one_out")
     shown = browser.js(words)

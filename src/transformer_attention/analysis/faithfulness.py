@@ -5,7 +5,8 @@
   ranks first are the ones the prediction needs;
 - sufficiency at k%: p(y | text) - p(y | its top k% words alone): low when they are enough on their own;
 - AOPC, the area over the deletion curve: the mean of p(y | text) - p(y | text without its top j% words) over
-  j = 0, 10, ..., 100 (DeYoung et al.'s 1 / (|B| + 1) sum over bins, the bins every 10%).
+  j = 0, 10, ..., 100 (DeYoung et al.'s 1 / (|B| + 1) sum over bins, the bins every 10%); normalized AOPC and each
+  method's agreement (Kendall tau) with leave-one-out and Integrated Gradients: agreement.py.
 
 "Top k%" is the ceil(k% x n) best-ranked of a text's n words (ties: the earlier word first). Words are removed
 as `removal` says (removal.py). Shapes: N texts, T tokens, C classes.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,11 +25,12 @@ from tqdm import tqdm
 
 from ..inference import probabilities
 from . import attributions
+from .agreement import agreement, aopc_bounds, bounds_passes, normalized
 from .attributions import ATTRIBUTIONS, attribute
 from .passes import Passes
-from .removal import REMOVAL_PHRASES, keeping, without
+from .removal import keeping, without
+from .report import CURVE, Faithfulness
 
-CURVE = tuple(range(0, 101, 10))  # the deletion curve: % of a text's words removed
 EXAMPLES = 20  # texts whose tokens and attributions the report keeps (scores are kept for every text)
 CHUNK = 32  # texts attributed and scored together: a step of the progress bar, and a bound on memory
 
@@ -41,59 +43,6 @@ def ranked(scores: np.ndarray) -> list[int]:
 def top_count(k: float, n: int) -> int:
     """How many of `n` words "the top k%" is: ceil(k% x n), at least one word of a non-empty text."""
     return min(n, math.ceil(k * n / 100 - 1e-9))
-
-
-@dataclass
-class Faithfulness:
-    """Each method's ERASER scores, averaged over the texts (`scores`) with their standard errors (`sem`)."""
-
-    split: str
-    texts: int
-    removal: str  # "mask" or "delete"
-    k: list[float]
-    ig_error: float  # Integrated Gradients' mean relative completeness error
-    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # method -> measure -> mean
-    sem: dict[str, dict[str, float]] = field(default_factory=dict)
-    curves: dict[str, list[float]] = field(default_factory=dict)  # method -> mean drop at each CURVE point
-    examples: list[dict] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {
-            "split": self.split,
-            "texts": self.texts,
-            "removal": self.removal,
-            "removal_means": REMOVAL_PHRASES[self.removal],
-            "k": self.k,
-            "curve_percent": list(CURVE),
-            "integrated_gradients_completeness_error": self.ig_error,
-            "scores": self.scores,
-            "sem": self.sem,
-            "deletion_curves": self.curves,
-            "examples": self.examples,
-        }
-
-    def table(self) -> list[str]:
-        """The summary as a markdown table: one row per method, best AOPC first."""
-        head = ["method", *(f"compr. {k:g}%" for k in self.k), "compr.", *(f"suff. {k:g}%" for k in self.k), "suff."]
-        rows = [
-            "| " + " | ".join([*head, "AOPC"]) + " |",
-            "|" + "---|" * (len(head) + 1),
-        ]
-        for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
-            s = self.scores[method]
-            cells = [s[f"comprehensiveness@{k:g}"] for k in self.k] + [s["comprehensiveness"]]
-            cells += [s[f"sufficiency@{k:g}"] for k in self.k] + [s["sufficiency"], s["aopc"]]
-            rows.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in cells) + " |")
-        return rows
-
-    def summary(self) -> list[str]:
-        """A few aligned lines for the console: comprehensiveness, sufficiency and AOPC per method."""
-        ks = ", ".join(f"{k:g}" for k in self.k)
-        lines = [f"{'method':<22}{'compr.':>8}{'suff.':>8}{'AOPC':>8}   (compr., suff.: mean over k = {ks}%)"]
-        for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
-            s = self.scores[method]
-            lines.append(f"{method:<22}{s['comprehensiveness']:>8.3f}{s['sufficiency']:>8.3f}{s['aopc']:>8.3f}")
-        return lines
 
 
 def eraser_scores(
@@ -154,7 +103,8 @@ def passes(rows: Sequence[Sequence[int]], *, k: Sequence[float], methods: Sequen
         removed = {top_count(j, n) for j in CURVE} | {top_count(q, n) for q in k}  # 0: the text itself
         kept = {top_count(q, n) for q in k}  # n: the text itself
         scored += 1 + len(methods) * (len(removed - {0}) + len(kept - {n}))
-    return Passes(forward=len(texts) + scored) + attributions.passes(texts, methods=methods, ig_steps=ig_steps)
+    total = Passes(forward=len(texts) + scored) + bounds_passes(texts)
+    return total + attributions.passes(texts, methods=methods, ig_steps=ig_steps)
 
 
 @dataclass
@@ -195,6 +145,13 @@ def explain_texts(
             batch_size=batch_size,
         )  # fmt: skip
         scores = eraser_scores(net, chunk, targets, found, k=k, mask_id=mask_id, batch_size=batch_size)
+        full = [float(p[y]) for p, y in zip(probs, targets, strict=True)]
+        bounds = aopc_bounds(
+            net, chunk, targets, full, mask_id=mask_id, curve=CURVE, count=top_count, batch_size=batch_size
+        )
+        for text, found_text, (lower, upper) in zip(scores, found, bounds, strict=True):
+            for method, agree in agreement(found_text).items():
+                text[method].update(agree, naopc=normalized(text[method]["aopc"], lower, upper))
         out += [
             Explained(predicted=y, probability=float(p[y]), attributions=a, scores=s)
             for y, p, a, s in zip(targets, probs, found, scores, strict=True)
@@ -227,7 +184,8 @@ def faithfulness(
     for method in methods:
         measures = [m for m in explained[0].scores[method] if m != "curve"] if explained else []
         values = {m: np.array([e.scores[method][m] for e in explained]) for m in measures}
-        report.scores[method] = {m: float(v.mean()) for m, v in values.items()}
+        values = {m: v[~np.isnan(v)] for m, v in values.items()}  # a text with no tau or bounds counts for none
+        report.scores[method] = {m: float(v.mean()) if len(v) else math.nan for m, v in values.items()}
         report.sem[method] = {
             m: float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0 for m, v in values.items()
         }

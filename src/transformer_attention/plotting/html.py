@@ -14,12 +14,9 @@ the legends; a button saves the view on screen as an SVG picture.
 
 The page is package data (page/page.html, page/page.css and the ES modules page/*.js, linted by ESLint in
 .ci/run); every page inlines them and the data (as JSON, with the names shared with Python: the scales, the
-attribution methods' labels, what the pooled row is), so it opens from disk in any browser. The modules are
-joined into one script in the fixed order of MODULES (each after the modules it imports), their `import`
-lines dropped and `export` words removed, inside one function scope: no loader, no URL. The URL hash picks
-the initial view: `page.html#layer=1&heads=0,2&token=4` (`layer=rollout`, `mean=1` for the head mean, `key=3`
-to pin a key, `view=model|text|words`, `scale=row`, `series=layer-0-head-1` for the text tab, `method=rollout`
-for the word attributions).
+attribution methods' labels, what the pooled row is), so it opens from disk in any browser: the modules
+joined into one function scope in the order of MODULES, `import` lines dropped, `export` words removed. The URL
+hash picks the initial view (main.js), e.g. `page.html#layer=1&heads=0,2&token=4`.
 
 Everything that comes from the text is escaped: tokens travel in the JSON with `<`, `>`, `&` and `/`
 written as `\\u003c`... (so no token can close the script tag), and they reach the page through
@@ -111,9 +108,7 @@ def attention_html(
                 raise ValueError(f"attributions[{method!r}] has {len(values)} values for {len(tokens)} tokens")
         data["attributions"] = {m: [float(f"{float(v):.4g}") for v in values[:n]] for m, values in attributions.items()}
         data["faithfulness"] = (
-            {m: {k: round(float(v), DECIMALS) for k, v in s.items()} for m, s in faithfulness.items()}
-            if faithfulness
-            else None
+            {m: {k: _rounded(v) for k, v in s.items()} for m, s in faithfulness.items()} if faithfulness else None
         )
         data["faithfulness_note"] = faithfulness_note or ""
     full = attention_rollout(attentions, residual=residual) if rollout else None  # (T, T), the whole text
@@ -165,6 +160,11 @@ def read_attention_data(page: str) -> dict:
     start = page.index('<script type="application/json" id="attention-data">')
     start = page.index(">", start) + 1
     return json.loads(page[start : page.index("</script>", start)])
+
+
+def _rounded(v: float | None) -> float | None:
+    """A score to DECIMALS places; None for none (NaN: a text of one word has no agreement)."""
+    return None if v is None or np.isnan(v) else round(float(v), DECIMALS)
 
 
 def _text(s: str) -> str:

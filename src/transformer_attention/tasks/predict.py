@@ -131,7 +131,7 @@ def save_attention_page(
         k = ", ".join(m.split("@")[1] for m in next(iter(explained.scores.values())) if m.startswith("sufficiency@"))
         words = {
             "attributions": {m: a.tolist() for m, a in explained.attributions.items()},
-            "faithfulness": {m: {q: s[q] for q in MEASURES} for m, s in explained.scores.items()},
+            "faithfulness": {m: {q: s.get(q) for q in MEASURES} for m, s in explained.scores.items()},
             "faithfulness_note": f"this text's words {removal}; comprehensiveness and sufficiency: the mean over the "
             f"top {k}% of its words",
         }
@@ -141,7 +141,8 @@ def save_attention_page(
     )  # fmt: skip
 
 
-MEASURES = ("comprehensiveness", "sufficiency", "aopc")  # the page's table, per method
+# the page's table, per method
+MEASURES = ("comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients")
 ATTENTION_FORMATS = {False: (), "none": (), True: ("png",), "png": ("png",), "html": ("html",), "both": ("png", "html")}
 
 
