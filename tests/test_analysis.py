@@ -39,6 +39,7 @@ from transformer_attention.analysis.heads import head_importance
 from transformer_attention.analysis.heads import passes as heads_passes
 from transformer_attention.analysis.plan import plan
 from transformer_attention.analysis.removal import keeping, removal_kind, without
+from transformer_attention.analysis.run import target_classes
 from transformer_attention.callbacks import ModelAnalysis
 from transformer_attention.callbacks import analysis as analysis_callback
 from transformer_attention.data import EncodedDataset, toy
@@ -235,6 +236,27 @@ def test_norm_weighted_attention_on_the_oracle():
     expected = (0.5 * np.eye(len(row)) + 0.5 * shares).mean(axis=0)
     np.testing.assert_allclose(explained.attributions["attention_norm_rollout"], expected, rtol=1e-5)
     assert not np.allclose(shares.mean(axis=0), explained.attributions["attention"], atol=1e-3)  # it differs
+
+
+def test_any_class_is_explained_and_a_missing_one_named():
+    """targets: leave-one-out and the ERASER scores read the class asked for, not the predicted one."""
+    net = hand_model()
+    row = ROWS[0]
+    p = oracle(net, row)
+    other = 1 - int(p.argmax())
+    (e,), _ = explain_texts(net, [row], k=[50], mask_id=MASK_ID, ig_steps=4, targets=[other])
+    assert e.predicted == int(p.argmax()) and e.target == other and e.probability == pytest.approx(p[other])
+    loo = [0.0] + [p[other] - oracle(net, row[:i] + [MASK_ID] + row[i + 1 :])[other] for i in range(1, len(row))]
+    np.testing.assert_allclose(e.attributions["leave_one_out"], loo, atol=1e-7)
+    assert target_classes("predicted", [0, 1], None, 2, 2) is None
+    assert target_classes("true", [0, 1], None, 2, 2) == [0, 1]
+    assert target_classes("positive", None, ["negative", "positive"], 2, 3) == [1, 1, 1]
+    with pytest.raises(ConfigError, match=r"analysis.target='postive' is not a class: .* negative, positive$"):
+        target_classes("postive", None, ["negative", "positive"], 2, 3)
+    with pytest.raises(ConfigError, match="analysis.target=true: these texts have no labels"):
+        target_classes("true", None, None, 2, 3)
+    with pytest.raises(ConfigError, match=r"analysis.target=3: use predicted, true or a class name"):
+        check_analysis_settings({"target": 3})
 
 
 def test_agreement_is_kendalls_tau_with_the_references_words_only():

@@ -175,6 +175,7 @@ def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str, pooling: 
             "comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients"
         }  # fmt: skip
         assert "replaced by [MASK]" in data["faithfulness_note"]
+        assert data["faithfulness_note"].startswith(f"for the class {pred.label};")  # analysis.target: predicted
         assert data["text"]["pooling"] == pooling and data["names"]["methods"] == LABELS  # the model's pooled row
     module = load_module(ckpt)
     tok = load_tokenizer(module.tokenizer_json)

@@ -109,13 +109,15 @@ def passes(rows: Sequence[Sequence[int]], *, k: Sequence[float], methods: Sequen
 
 @dataclass
 class Explained:
-    """One text, explained: the class the model predicts and its probability, each method's (T,) attribution,
-    and each method's ERASER scores on this text (measure -> value; "curve": the deletion curve)."""
+    """One text, explained: the class the model predicts, the class explained (`target`: the predicted one unless
+    `explain_texts` was given targets) and its probability, each method's (T,) attribution, and each method's
+    ERASER scores on this text (measure -> value; "curve": the deletion curve)."""
 
     predicted: int
     probability: float
     attributions: dict[str, np.ndarray]
     scores: dict[str, dict[str, float | list[float]]]
+    target: int = -1
 
 
 def explain_texts(
@@ -129,9 +131,11 @@ def explain_texts(
     seed: int = 0,
     batch_size: int = 256,
     progress: bool | None = None,
+    targets: Sequence[int] | None = None,
 ) -> tuple[list[Explained], float]:
     """Attribute every text of `rows` (token ids, [CLS] first, at least one word each) to the class the model
-    predicts for it (attributions.py) and score each method on it (`eraser_scores`), CHUNK texts at a time (a
+    predicts for it, or to its class in `targets` (attributions.py), and score each method on it for that class
+    (`eraser_scores`), CHUNK texts at a time (a
     progress bar over the texts: None shows it on a terminal only). `mask_id` replaces removed words (None: they
     are deleted). Returns one Explained per row and Integrated Gradients' mean completeness error."""
     out, errors = [], []
@@ -139,22 +143,23 @@ def explain_texts(
     for start in range(0, len(rows), CHUNK):
         chunk = [list(map(int, r)) for r in rows[start : start + CHUNK]]
         probs = probabilities(net, chunk, batch_size=batch_size)  # (n, C)
-        targets = [int(p.argmax()) for p in probs]
+        predicted = [int(p.argmax()) for p in probs]
+        wanted = predicted if targets is None else [int(t) for t in targets[start : start + len(chunk)]]
         found, ig_error = attribute(
-            net, chunk, targets, mask_id=mask_id, methods=methods, ig_steps=ig_steps, seed=seed + start,
+            net, chunk, wanted, mask_id=mask_id, methods=methods, ig_steps=ig_steps, seed=seed + start,
             batch_size=batch_size,
         )  # fmt: skip
-        scores = eraser_scores(net, chunk, targets, found, k=k, mask_id=mask_id, batch_size=batch_size)
-        full = [float(p[y]) for p, y in zip(probs, targets, strict=True)]
+        scores = eraser_scores(net, chunk, wanted, found, k=k, mask_id=mask_id, batch_size=batch_size)
+        full = [float(p[y]) for p, y in zip(probs, wanted, strict=True)]
         bounds = aopc_bounds(
-            net, chunk, targets, full, mask_id=mask_id, curve=CURVE, count=top_count, batch_size=batch_size
+            net, chunk, wanted, full, mask_id=mask_id, curve=CURVE, count=top_count, batch_size=batch_size
         )
         for text, found_text, (lower, upper) in zip(scores, found, bounds, strict=True):
             for method, agree in agreement(found_text).items():
                 text[method].update(agree, naopc=normalized(text[method]["aopc"], lower, upper))
         out += [
-            Explained(predicted=y, probability=float(p[y]), attributions=a, scores=s)
-            for y, p, a, s in zip(targets, probs, found, scores, strict=True)
+            Explained(predicted=c, probability=float(p[y]), attributions=a, scores=s, target=y)
+            for c, y, p, a, s in zip(predicted, wanted, probs, found, scores, strict=True)
         ]
         errors.append(ig_error)
         bar.update(len(chunk))
@@ -175,10 +180,12 @@ def faithfulness(
     **options: Any,
 ) -> Faithfulness:
     """Each method's ERASER scores on the texts of `rows`, averaged (`explain_texts`, which takes `options`:
-    ig_steps, seed, batch_size, progress); `tokens` are the rows' tokens, for the report's examples.
+    ig_steps, seed, batch_size, progress, targets: one class per row); `tokens`: the rows' tokens, for the examples.
     `removal` says how words are removed ("mask" or "delete", for the report), `mask_id` the id that replaces
     them (None: they are deleted; removal.replacement gives both)."""
     kept = [i for i, r in enumerate(rows) if len(r) > 1]  # a text with no word has nothing to rank
+    if options.get("targets") is not None:
+        options["targets"] = [options["targets"][i] for i in kept]
     explained, ig_error = explain_texts(net, [rows[i] for i in kept], k=k, mask_id=mask_id, methods=methods, **options)
     report = Faithfulness(split=split, texts=len(kept), removal=removal, k=[float(q) for q in k], ig_error=ig_error)
     for method in methods:
@@ -196,6 +203,7 @@ def faithfulness(
             {
                 "tokens": list(tokens[i]),
                 "predicted": e.predicted,
+                "target": e.target,
                 "probability": e.probability,
                 "attributions": {m: np.round(a, 5).tolist() for m, a in e.attributions.items()},
                 "scores": {m: {q: v for q, v in s.items() if q != "curve"} for m, s in e.scores.items()},

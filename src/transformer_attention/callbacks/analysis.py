@@ -129,7 +129,9 @@ class ModelAnalysis(Callback):
             return
         start = time.perf_counter()
         net, weights = self.kept_model(trainer, pl_module)
-        self.result = run_analyses(net, self.plan, splits=dm.splits, tokenizer=dm.tokenizer, progress=self.progress)
+        self.result = run_analyses(
+            net, self.plan, splits=dm.splits, tokenizer=dm.tokenizer, progress=self.progress, label_names=dm.label_names
+        )
         self.result.settings["weights"] = weights
         folder = Path(trainer.default_root_dir) / "analysis"
         keep_analysis(self.result, folder, trainer.loggers, trainer.global_step, label=weights)

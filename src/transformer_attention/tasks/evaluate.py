@@ -60,7 +60,10 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     trainer.test(module, datamodule=datamodule, verbose=False)  # one table: the run's own
     if not chosen.names:
         return logged_metrics(trainer), None
-    result = run_analyses(module.net, chosen, splits=datamodule.splits, tokenizer=datamodule.tokenizer)
+    result = run_analyses(
+        module.net, chosen, splits=datamodule.splits, tokenizer=datamodule.tokenizer,
+        label_names=module.hparams.get("label_names"),
+    )  # fmt: skip
     folder, label = Path(cfg.paths.output_dir) / "analysis", f"checkpoint {Path(cfg.ckpt_path).name}"
     keep_analysis(result, folder, trainer.loggers, trainer.global_step, label=label)
     return logged_metrics(trainer), result

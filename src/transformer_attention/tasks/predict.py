@@ -132,8 +132,8 @@ def save_attention_page(
         words = {
             "attributions": {m: a.tolist() for m, a in explained.attributions.items()},
             "faithfulness": {m: {q: s.get(q) for q in MEASURES} for m, s in explained.scores.items()},
-            "faithfulness_note": f"this text's words {removal}; comprehensiveness and sufficiency: the mean over the "
-            f"top {k}% of its words",
+            "faithfulness_note": f"for the class {list(pred.probabilities)[explained.target]}; this text's words "
+            f"{removal}; comprehensiveness and sufficiency: the mean over the top {k}% of its words",
         }
     return save_attention_html(
         folder / f"{index:04d}.html", pred.tokens, pred.attentions, title=pred.text, caption=f"{pred.label} ({probs})",
@@ -183,7 +183,8 @@ def main(cfg: DictConfig) -> list[Prediction]:
         tok = load_tokenizer(module.tokenizer_json)
         rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
         norms = [r.attentions for r in infer(module, rows, need_norms=True, batch_size=cfg.batch_size)]  # x norm
-        explained, removal = explain_rows(module.net, rows, tok, cfg.get("analysis"))
+        names = module.hparams.get("label_names")
+        explained, removal = explain_rows(module.net, rows, tok, cfg.get("analysis"), label_names=names)
     run = Path(cfg.paths.output_dir)
     records, pooling = [], module.hparams.get("pooling", "cls")
     for i, p in enumerate(preds):
