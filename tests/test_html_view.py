@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 from xml.etree import ElementTree
@@ -809,3 +810,30 @@ def test_the_kind_switch_redraws_the_head_and_model_views_in_a_browser(browser, 
     plain = save_attention_html(tmp_path / "plain.html", tokens, attentions)
     browser.open(plain.as_uri())
     assert browser.js("document.getElementById('kind-switch').hidden") is True
+
+
+@pytest.mark.slow
+def test_the_head_view_downloads_as_png_and_svg_in_a_browser(browser, tmp_path: Path):
+    """The two buttons download files Chromium writes to disk: an SVG of the view's size, and a PNG of twice it."""
+    from PIL import Image
+
+    tokens, attentions = shared_key_attention()
+    page = save_attention_html(tmp_path / "view.html", tokens, attentions, title="a review")
+    browser.open(page.as_uri() + "#token=3")
+    folder = tmp_path / "downloads"
+    session, browser.session = browser.session, None  # a browser command, not the tab's
+    browser.send("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(folder))
+    browser.session = session
+    browser.click("#export")
+    browser.click("#export-png")
+    files = {"svg": folder / "a review - head view.svg", "png": folder / "a review - head view.png"}
+    deadline = time.monotonic() + 10
+    while not all(f.exists() and f.stat().st_size > 0 for f in files.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    root = ElementTree.parse(files["svg"]).getroot()
+    width, height = int(root.get("width")), int(root.get("height"))
+    assert width > 100 and height > 100 and all(t in "".join(root.itertext()) for t in tokens)
+    with Image.open(files["png"]) as png:
+        assert png.format == "PNG" and png.size == (2 * width, 2 * height)
+        pixels = np.asarray(png.convert("RGB"), dtype=float)
+    assert pixels.std() > 10 and (pixels < 128).any()  # drawn: text and lines, not a blank sheet
