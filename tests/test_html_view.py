@@ -837,3 +837,21 @@ def test_the_head_view_downloads_as_png_and_svg_in_a_browser(browser, tmp_path: 
         assert png.format == "PNG" and png.size == (2 * width, 2 * height)
         pixels = np.asarray(png.convert("RGB"), dtype=float)
     assert pixels.std() > 10 and (pixels < 128).any()  # drawn: text and lines, not a blank sheet
+
+
+def test_predict_draws_the_norm_maps_in_its_pngs_when_asked(tmp_path: Path):
+    ckpt = save_like_lightning(tiny_module(), tmp_path / "model.ckpt")
+    pictures = {}
+    for run, kind in (("weight", "weight"), ("again", "weight"), ("norm", "norm")):
+        cfg = OmegaConf.create(
+            {"ckpt_path": str(ckpt), "texts": [TEXT], "save_attention": "png", "attention_map": kind, "batch_size": 8,
+             "paths": {"output_dir": str(tmp_path / run)}}
+        )  # fmt: skip
+        main(cfg)
+        record = json.loads((tmp_path / run / "predictions.jsonl").read_text())
+        pictures[run] = [Path(p).read_bytes() for p in [*record["attention_png"], record["rollout_png"]]]
+    assert pictures["weight"] == pictures["again"]  # the same maps draw the same bytes ...
+    assert all(a != b for a, b in zip(pictures["weight"], pictures["norm"], strict=True))  # ... so these are others
+    cfg.attention_map = "norms"
+    with pytest.raises(ConfigError, match="attention_map=norms: not a map kind; use weight or norm"):
+        main(cfg)

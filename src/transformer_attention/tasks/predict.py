@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -143,6 +144,7 @@ def save_attention_page(
 
 # the page's table, per method
 MEASURES = ("comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients")
+MAP_KINDS = ("weight", "norm")  # what the PNGs draw: the weights, or weight x norm with each row scaled to sum 1
 ATTENTION_FORMATS = {False: (), "none": (), True: ("png",), "png": ("png",), "html": ("html",), "both": ("png", "html")}
 
 
@@ -162,6 +164,9 @@ def main(cfg: DictConfig) -> list[Prediction]:
     Missing texts (InputError) and an unusable checkpoint (CheckpointError) are raised for the entry
     point's error wrapper to print as one line."""
     formats = attention_formats(cfg.get("save_attention"))
+    kind = cfg.get("attention_map") or "weight"
+    if kind not in MAP_KINDS:
+        raise ConfigError(f"attention_map={kind}: not a map kind; use weight or norm (weight x norm, rows as shares)")
     scale = cfg.get("scale") or DEFAULT_SCALE
     if scale not in SCALES:
         raise ConfigError(
@@ -179,10 +184,11 @@ def main(cfg: DictConfig) -> list[Prediction]:
         max_length=cfg.get("max_length"),
     )
     explained, removal, norms = [None] * len(preds), "", [None] * len(preds)
-    if "html" in formats:  # the pages' word attributions (analysis/): the model's own tokens back to its ids
-        tok = load_tokenizer(module.tokenizer_json)
-        rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
-        norms = [r.attentions for r in infer(module, rows, need_norms=True, batch_size=cfg.batch_size)]  # x norm
+    tok = load_tokenizer(module.tokenizer_json)
+    rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]  # the model's own tokens back to its ids
+    if "html" in formats or (formats and kind == "norm"):  # the norm-weighted maps, as the model computes them
+        norms = [r.attentions for r in infer(module, rows, need_norms=True, batch_size=cfg.batch_size)]
+    if "html" in formats:  # the pages' word attributions (analysis/)
         names = module.hparams.get("label_names")
         explained, removal = explain_rows(module.net, rows, tok, cfg.get("analysis"), label_names=names)
     run = Path(cfg.paths.output_dir)
@@ -191,9 +197,11 @@ def main(cfg: DictConfig) -> list[Prediction]:
         record = p.to_dict()
         if "png" in formats:
             folder = run / "attention"
-            record["attention_png"] = [str(path) for path in save_attention_pngs(p, folder, i, pooling, scale)]
-            record["rollout_png"] = str(save_rollout_png(p, folder, i, pooling=pooling, scale=scale))
-            record["text_png"] = str(save_text_png(p, folder, i, pooling=pooling, scale=scale))
+            shares = None if kind == "weight" else [n / n.sum(-1, keepdim=True).clamp(min=1e-12) for n in norms[i]]
+            drawn = p if shares is None else replace(p, attentions=shares)  # weight x norm, each row's shares
+            record["attention_png"] = [str(path) for path in save_attention_pngs(drawn, folder, i, pooling, scale)]
+            record["rollout_png"] = str(save_rollout_png(drawn, folder, i, pooling=pooling, scale=scale))
+            record["text_png"] = str(save_text_png(drawn, folder, i, pooling=pooling, scale=scale))
         if "html" in formats:
             page = save_attention_page(p, run / "attention", i, explained[i], removal, pooling, norms=norms[i])
             record["attention_html"] = str(page)
