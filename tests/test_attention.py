@@ -348,3 +348,21 @@ def test_classifier_norms_leave_logits_alone():
         ratio = torch.where(w > 1e-6, n / w, torch.zeros_like(n))  # ||f(x_j)||: the same down every query row
         assert torch.allclose(ratio[:, :, 0:1].expand_as(ratio)[w > 1e-6], ratio[w > 1e-6], rtol=1e-4)
         assert (n[1, ..., 5:] == 0).all()
+
+
+def test_norms_cost_nothing_unless_asked(monkeypatch):
+    """The norm-weighted maps are computed only when asked: once per layer then, never for weights or logits."""
+    from transformer_attention.model import TransformerClassifier
+    from transformer_attention.model import attention as attention_module
+
+    calls = []
+    real = attention_module.weighted_norms
+    monkeypatch.setattr(attention_module, "weighted_norms", lambda *a: calls.append(1) or real(*a))
+    net = TransformerClassifier(vocab_size=50, num_classes=2, d_model=16, num_heads=2, num_layers=3).eval()
+    ids = torch.randint(3, 50, (2, 5))
+    with torch.no_grad():
+        net(ids)
+        net(ids, need_weights=True)
+        assert calls == []
+        net(ids, need_norms=True)
+    assert len(calls) == 3
