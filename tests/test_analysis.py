@@ -271,7 +271,7 @@ def test_agreement_is_kendalls_tau_with_the_references_words_only():
     report = Faithfulness(split="test", texts=3, removal="mask", k=[50.0], ig_error=0.0)
     report.scores = {"a": {**base, "aopc": 0.3, "naopc": 0.6, "tau_leave_one_out": 1.0},
                      "b": {**base, "aopc": 0.2, "naopc": 0.4, "tau_leave_one_out": 0.25}}  # fmt: skip
-    report.sem = {"a": {"tau_leave_one_out": 0.0}, "b": {"tau_leave_one_out": 0.125}}
+    report.sem = {"a": {"tau_leave_one_out": 3e-18}, "b": {"tau_leave_one_out": 0.125}}
     head, _, a, b = report.table()
     assert head.endswith("| AOPC | nAOPC | tau LOO |")
     assert a.endswith("| 0.300 | 0.600 ± 0.000 | 1 (identical) |")

@@ -74,6 +74,6 @@ def _cell(mean: float | None, sem: float | None, tau: bool) -> str:
     none."""
     if mean is None or math.isnan(mean):
         return "-"
-    if tau and mean == 1.0 and not sem:
+    if tau and mean > 1 - 1e-9 and (sem or 0.0) < 1e-9:  # every text's tau 1, up to rounding
         return "1 (identical)"
     return f"{mean:.3f} ± {sem or 0.0:.3f}"
