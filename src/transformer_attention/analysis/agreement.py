@@ -4,9 +4,9 @@
   over the text's words, [CLS] left out: 1 for the same ranking, NaN for a text whose scores are all equal;
 - normalized AOPC (Edin et al. 2024, "Normalized AOPC: Fixing Misleading Faithfulness Metrics for Feature
   Attribution Explainability"): (AOPC - lower) / (upper - lower), the bounds the AOPC of the best and of the worst
-  removal order of that text, searched greedily one word at a time (a beam of one: a method may pass them by a
-  little), so that models and texts whose probabilities move by different amounts compare. Texts of more than
-  BOUNDS_MAX_WORDS words get NaN (the search costs n (n + 1) passes).
+  removal order of that text found, by a greedy search one word at a time (a beam of one) or by any method's
+  order (faithfulness.py), so that models and texts whose probabilities move by different amounts compare: in
+  [0, 1]. Texts of more than BOUNDS_MAX_WORDS words get NaN (the search costs n (n + 1) passes).
 
 Shapes: N texts, T tokens, C classes.
 """

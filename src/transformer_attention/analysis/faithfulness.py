@@ -155,6 +155,8 @@ def explain_texts(
             net, chunk, wanted, full, mask_id=mask_id, curve=CURVE, count=top_count, batch_size=batch_size
         )
         for text, found_text, (lower, upper) in zip(scores, found, bounds, strict=True):
+            aopcs = [text[m]["aopc"] for m in text]  # a method's order that beats the search widens the bounds
+            lower, upper = min(lower, *aopcs), max(upper, *aopcs)  # NaN (no search) stays NaN
             for method, agree in agreement(found_text).items():
                 text[method].update(agree, naopc=normalized(text[method]["aopc"], lower, upper))
         out += [
