@@ -111,18 +111,8 @@ def forward_batches(
         gates = None if head_mask is None else head_mask.to(batch.ids.device)
         if gates is not None and gates.dim() == 3:
             gates = gates[batch.index]  # (B, L, H): this batch's rows
-        yield (
-            batch,
-            forward(
-                model,
-                batch.ids,
-                batch.mask,
-                need_weights=need_weights,
-                head_mask=gates,
-                grad=grad,
-                need_norms=need_norms,
-            ),
-        )
+        maps = {"need_weights": need_weights, "need_norms": need_norms}
+        yield batch, forward(model, batch.ids, batch.mask, head_mask=gates, grad=grad, **maps)
 
 
 def logit_function(model: nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
