@@ -38,11 +38,14 @@ from transformer_attention.analysis.faithfulness import passes as faithfulness_p
 from transformer_attention.analysis.heads import head_importance
 from transformer_attention.analysis.heads import passes as heads_passes
 from transformer_attention.analysis.plan import plan
+from transformer_attention.analysis.plausibility import add_plausibility, text_scores
 from transformer_attention.analysis.removal import keeping, removal_kind, without
 from transformer_attention.analysis.run import target_classes
 from transformer_attention.callbacks import ModelAnalysis
 from transformer_attention.callbacks import analysis as analysis_callback
 from transformer_attention.data import EncodedDataset, toy
+from transformer_attention.data.toy import deciding_words as toy_deciding_words
+from transformer_attention.data.toy import make_toy_splits
 from transformer_attention.errors import ConfigError
 from transformer_attention.model import TransformerClassifier
 from transformer_attention.training.builders import (
@@ -259,6 +262,38 @@ def test_any_class_is_explained_and_a_missing_one_named():
         check_analysis_settings({"target": 3})
 
 
+def test_the_toy_sets_deciding_words_follow_its_templates():
+    cases = {
+        "the plot is very clever": "clever",
+        "the plot is not at all clever": "not clever",  # "not at all" puts "not" first
+        "the cast is dull but the story is truly brilliant": "brilliant",
+        "although the cast is dull , the story is brilliant": "brilliant",
+        "the plot is not bad but the ending is dull": "dull",
+        "i did not enjoy the script": "not enjoy",
+        "i loved this movie": "loved",
+        "the cast is funny and clever": "funny clever",
+    }
+    for text, deciding in cases.items():
+        words = text.split()
+        assert " ".join(w for w, d in zip(words, toy_deciding_words(text), strict=True) if d) == deciding, text
+    for text in make_toy_splits(num_examples=300)["test"]["text"]:  # as the tests' own reading of the templates
+        found = {i for i, d in enumerate(toy_deciding_words(text)) if d}
+        assert found and found == deciding_words(text.split()), text
+
+
+def test_plausibility_scores_rankings_against_the_deciding_tokens():
+    deciding = np.array([False, True, False, True, False])  # [CLS] first: never scored
+    right, wrong = np.array([9.0, 0.9, 0.1, 0.8, 0.2]), np.array([0.0, 0.1, 0.9, 0.2, 0.8])
+    assert text_scores(right, deciding) == {"auprc": 1.0, "precision_at_k": 1.0}
+    assert text_scores(wrong, deciding)["precision_at_k"] == 0.0
+    assert text_scores(wrong, deciding)["auprc"] == pytest.approx((1 / 3 + 2 / 4) / 2)  # hits at ranks 3 and 4
+    assert text_scores(right, np.array([False, True, True, True, True])) is None  # every word decides: no signal
+    report = Faithfulness(split="test", texts=2, removal="mask", k=[50.0], ig_error=0.0)
+    report.scores, report.sem = {"m": {}}, {"m": {}}
+    assert add_plausibility(report, [{"m": right}, {"m": wrong}, {"m": right}], [deciding, deciding, None]) == 2
+    assert report.scores["m"]["precision_at_k"] == 0.5 and report.sem["m"]["precision_at_k"] == pytest.approx(0.5)
+
+
 def test_agreement_is_kendalls_tau_with_the_references_words_only():
     loo = np.array([9.0, 0.1, 0.5, 0.3, 0.2])  # [CLS] first: never ranked
     scores = {"leave_one_out": loo, "same": loo * 3 + 1, "reversed": -loo, "flat": np.ones(5)}
@@ -444,10 +479,14 @@ def test_the_end_of_fit_analysis_reaches_tensorboard_and_the_run_folder(toy_run)
     assert trainer.callback_metrics["val/acc"] > 0.9  # it learned the task
     result = analysis.result
     assert result.heads.rows == 400 and result.faithfulness.texts == 100 and result.faithfulness.removal == "mask"
+    assert result.faithfulness.plausible > 50  # the toy set's deciding words are known: plausibility per method
+    assert all(
+        0.0 <= s["auprc"] <= 1.0 and 0.0 <= s["precision_at_k"] <= 1.0 for s in result.faithfulness.scores.values()
+    )
     best = trainer.checkpoint_callback  # the analysis is of the kept model, the one the test runs on
     assert result.settings["weights"] == f"the best checkpoint {Path(best.best_model_path).name}"
     assert result.heads.accuracy == pytest.approx(float(best.best_model_score), abs=1e-6)
-    assert analysis.cost["seconds"] > 0 and analysis.cost["fit_seconds"] > analysis.cost["seconds"]
+    assert all(analysis.cost[k] > 0 for k in ("seconds", "estimated_seconds", "fit_seconds"))  # what it cost, kept
     files = {p.name for p in (tmp / "analysis").iterdir()}
     assert files == {f"{n}.{e}" for n in ("heads", "pruning", "faithfulness") for e in ("png",)} | {
         "heads.json", "faithfulness.json", "faithfulness.md"

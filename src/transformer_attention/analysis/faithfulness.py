@@ -28,6 +28,7 @@ from . import attributions
 from .agreement import agreement, aopc_bounds, bounds_passes, normalized
 from .attributions import ATTRIBUTIONS, attribute
 from .passes import Passes
+from .plausibility import add_plausibility
 from .removal import keeping, without
 from .report import CURVE, Faithfulness
 
@@ -188,6 +189,7 @@ def faithfulness(
     kept = [i for i, r in enumerate(rows) if len(r) > 1]  # a text with no word has nothing to rank
     if options.get("targets") is not None:
         options["targets"] = [options["targets"][i] for i in kept]
+    rationales = options.pop("rationales", None)  # (T,) deciding tokens per row, or None: plausibility.py
     explained, ig_error = explain_texts(net, [rows[i] for i in kept], k=k, mask_id=mask_id, methods=methods, **options)
     report = Faithfulness(split=split, texts=len(kept), removal=removal, k=[float(q) for q in k], ig_error=ig_error)
     for method in methods:
@@ -200,6 +202,8 @@ def faithfulness(
         }
         curves = [e.scores[method]["curve"] for e in explained]
         report.curves[method] = np.mean(curves, axis=0).tolist() if curves else []
+    if rationales is not None:
+        report.plausible = add_plausibility(report, [e.attributions for e in explained], [rationales[i] for i in kept])
     for i, e in zip(kept[:EXAMPLES], explained, strict=False):
         report.examples.append(
             {

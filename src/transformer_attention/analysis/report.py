@@ -24,6 +24,7 @@ class Faithfulness:
     sem: dict[str, dict[str, float]] = field(default_factory=dict)
     curves: dict[str, list[float]] = field(default_factory=dict)  # method -> mean drop at each CURVE point
     examples: list[dict] = field(default_factory=list)
+    plausible: int = 0  # texts whose deciding words are known (the toy set), scored for plausibility
 
     def to_dict(self) -> dict:
         return {
@@ -37,13 +38,15 @@ class Faithfulness:
             "scores": self.scores,
             "sem": self.sem,
             "deletion_curves": self.curves,
+            "plausibility_texts": self.plausible,
             "examples": self.examples,
         }
 
     def table(self) -> list[str]:
         """The summary as a markdown table: one row per method, best AOPC first; agreement as mean +- standard error,
         "= (identical)" when the rankings are the same on every text."""
-        extra = {"naopc": "nAOPC", "tau_leave_one_out": "tau LOO", "tau_integrated_gradients": "tau IG"}
+        extra = {"naopc": "nAOPC", "tau_leave_one_out": "tau LOO", "tau_integrated_gradients": "tau IG",
+                 "auprc": "AUPRC", "precision_at_k": "P@k"}  # fmt: skip
         shown = [m for m in extra if any(m in s for s in self.scores.values())]
         head = ["method", *(f"compr. {k:g}%" for k in self.k), "compr.", *(f"suff. {k:g}%" for k in self.k), "suff."]
         head += ["AOPC", *(extra[m] for m in shown)]

@@ -5,7 +5,7 @@ predict.py's pages (`explain_rows`). What they found is an `Analysis`; write.py 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from ..errors import ConfigError
 from .faithfulness import Explained, Faithfulness, explain_texts, faithfulness
 from .heads import HeadImportance, head_importance
 from .plan import Plan, analysis_settings
+from .plausibility import rationales_of
 from .removal import REMOVAL_PHRASES, replacement
 
 # predict.py's pages
@@ -41,10 +42,12 @@ def run_analyses(
     tokenizer: Tokenizer,
     progress: bool | None = None,
     label_names: Sequence[str] | None = None,
+    deciding_words: Callable[[str], Sequence[bool]] | None = None,
 ) -> Analysis:
     """Run `chosen` (from `plan`) on `net`, a TransformerClassifier. `splits`: split name -> its rows (an
     EncodedDataset: `.ids`, `.labels`). Samples are drawn with the settings' seed, so a rerun scores the same rows.
-    `label_names`: the classes' names, for a `target` named by class."""
+    `label_names`: the classes' names, for a `target` named by class; `deciding_words` (text -> one bool per
+    word: the toy set's) adds each method's plausibility."""
     s = chosen.settings
     result = Analysis(settings=asdict(s))
     if "faithfulness" in chosen.names:  # a class that is not there fails before any work
@@ -58,11 +61,14 @@ def run_analyses(
     if "faithfulness" in chosen.names:
         start = time.perf_counter()
         kind, mask_id = replacement(s.removal, tokenizer)
+        known = chosen.texts("faithfulness", splits) if deciding_words else None
+        rationales = None if known is None else rationales_of(known, texts, deciding_words, tokenizer)
         result.faithfulness = faithfulness(
             net, texts,
             tokens=[[tokenizer.id_to_token(int(t)) for t in row] for row in texts],
             split=chosen.split, k=s.k, removal=kind, mask_id=mask_id,
             ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size, progress=progress, targets=targets,
+            rationales=rationales,
         )  # fmt: skip
         result.seconds["faithfulness"] = time.perf_counter() - start
     return result
