@@ -19,7 +19,8 @@ import yaml
 from common import ROOT, write_json
 
 MEASURES = ("comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients")
-HEADS = ("comprehensiveness ↑", "sufficiency ↓", "AOPC", "nAOPC ↑", "tau LOO", "tau IG")
+MEASURES += ("auprc", "precision_at_k")  # plausibility: on the toy set only
+HEADS = ("comprehensiveness ↑", "sufficiency ↓", "AOPC", "nAOPC ↑", "tau LOO", "tau IG", "AUPRC ↑", "P@k ↑")
 
 
 def read_run(folder: Path) -> dict:
@@ -54,10 +55,11 @@ def read_run(folder: Path) -> dict:
 def table(run: dict) -> str:
     """The guide's table: one row per method, best nAOPC first, each score with its standard error; a tau of 1 on
     every text says "identical"."""
-    lines = ["| method | " + " | ".join(HEADS) + " |", "|---|" + "---|" * len(HEADS)]
+    shown = [i for i, q in enumerate(MEASURES) if any(run["scores"][m][q] is not None for m in run["scores"])]
+    lines = ["| method | " + " | ".join(HEADS[i] for i in shown) + " |", "|---|" + "---|" * len(shown)]
     for method in sorted(run["scores"], key=lambda m: -(run["scores"][m]["naopc"] or 0.0)):
         cells = []
-        for q in MEASURES:
+        for q in (MEASURES[i] for i in shown):
             mean, sem = run["scores"][method][q], run["sem"][method][q]
             identical = q.startswith("tau") and mean is not None and mean > 1 - 1e-9 and sem < 1e-9
             cells.append("-" if mean is None else "1 (identical)" if identical else f"{mean:.3f} ± {sem:.3f}")
