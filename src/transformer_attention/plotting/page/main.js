@@ -109,7 +109,7 @@ function exportPng() {
     ctx.drawImage(image, 0, 0, canvas.width, canvas.height);
     canvas.toBlob((blob) => download(blob, "png"), "image/png");
   };
-  image.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg);
+  image.setAttribute("src", "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg));
 }
 
 buildHeadControls();
