@@ -18,7 +18,9 @@ from pathlib import Path
 import yaml
 from common import ROOT, write_json
 
-MEASURES = ("comprehensiveness", "sufficiency", "aopc")
+MEASURES = ("comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients")
+MEASURES += ("auprc", "precision_at_k")  # plausibility: on the toy set only
+HEADS = ("comprehensiveness ↑", "sufficiency ↓", "AOPC", "nAOPC ↑", "tau LOO", "tau IG", "AUPRC ↑", "P@k ↑")
 
 
 def read_run(folder: Path) -> dict:
@@ -38,8 +40,8 @@ def read_run(folder: Path) -> dict:
         "k": faith["k"],
         "ig_completeness_error": faith["integrated_gradients_completeness_error"],
         "seconds": faith.get("seconds"),
-        "scores": {m: {q: s[q] for q in MEASURES} for m, s in faith["scores"].items()},
-        "sem": {m: {q: s[q] for q in MEASURES} for m, s in faith["sem"].items()},
+        "scores": {m: {q: s.get(q) for q in MEASURES} for m, s in faith["scores"].items()},
+        "sem": {m: {q: s.get(q) for q in MEASURES} for m, s in faith["sem"].items()},
         "heads": None
         if heads is None
         else {
@@ -51,10 +53,16 @@ def read_run(folder: Path) -> dict:
 
 
 def table(run: dict) -> str:
-    """The guide's table: one row per method, best AOPC first, each score with its standard error."""
-    lines = ["| method | comprehensiveness ↑ | sufficiency ↓ | AOPC ↑ |", "|---|---|---|---|"]
-    for method in sorted(run["scores"], key=lambda m: -run["scores"][m]["aopc"]):
-        cells = [f"{run['scores'][method][q]:.3f} ± {run['sem'][method][q]:.3f}" for q in MEASURES]
+    """The guide's table: one row per method, best nAOPC first, each score with its standard error; a tau of 1 on
+    every text says "identical"."""
+    shown = [i for i, q in enumerate(MEASURES) if any(run["scores"][m][q] is not None for m in run["scores"])]
+    lines = ["| method | " + " | ".join(HEADS[i] for i in shown) + " |", "|---|" + "---|" * len(shown)]
+    for method in sorted(run["scores"], key=lambda m: -(run["scores"][m]["naopc"] or 0.0)):
+        cells = []
+        for q in (MEASURES[i] for i in shown):
+            mean, sem = run["scores"][method][q], run["sem"][method][q]
+            identical = q.startswith("tau") and mean is not None and mean > 1 - 1e-9 and sem < 1e-9
+            cells.append("-" if mean is None else "1 (identical)" if identical else f"{mean:.3f} ± {sem:.3f}")
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -6,6 +6,7 @@ cost estimate's pass counts are the passes the analyses make."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -22,9 +23,11 @@ from test_callbacks import events
 from test_refusals import refused
 
 from transformer_attention.analysis import AnalysisConfig, check_analyses, check_analysis_settings
+from transformer_attention.analysis.agreement import agreement, aopc_bounds
 from transformer_attention.analysis.attributions import ATTRIBUTIONS
 from transformer_attention.analysis.faithfulness import (
     CURVE,
+    Faithfulness,
     eraser_scores,
     explain_texts,
     faithfulness,
@@ -35,10 +38,14 @@ from transformer_attention.analysis.faithfulness import passes as faithfulness_p
 from transformer_attention.analysis.heads import head_importance
 from transformer_attention.analysis.heads import passes as heads_passes
 from transformer_attention.analysis.plan import plan
+from transformer_attention.analysis.plausibility import add_plausibility, text_scores
 from transformer_attention.analysis.removal import keeping, removal_kind, without
+from transformer_attention.analysis.run import target_classes
 from transformer_attention.callbacks import ModelAnalysis
 from transformer_attention.callbacks import analysis as analysis_callback
 from transformer_attention.data import EncodedDataset, toy
+from transformer_attention.data.toy import deciding_words as toy_deciding_words
+from transformer_attention.data.toy import make_toy_splits
 from transformer_attention.errors import ConfigError
 from transformer_attention.model import TransformerClassifier
 from transformer_attention.training.builders import (
@@ -209,9 +216,128 @@ def test_leave_one_out_and_the_gradient_methods_on_the_oracle():
     assert explained.attributions["integrated_gradients"].sum() == pytest.approx(logit - base, rel=1e-3)
     assert ig_error < 1e-3
     np.testing.assert_allclose(explained.attributions["attention"].sum(), 1.0, atol=1e-6)  # a weight row
-    assert sorted(explained.attributions) == sorted(
-        ["attention", "rollout", "grad_x_input", "integrated_gradients", "leave_one_out", "random"]
+    assert sorted(explained.attributions) == sorted(ATTRIBUTIONS)
+
+
+def test_norm_weighted_attention_on_the_oracle():
+    """attention_norm: the mean-pooled rows of the head mean of alpha_ij ||f_h(x_j)||, f_h from w_v and head h's
+    slice of w_o in NumPy; its rollout, on one layer, is the residual half plus half the row-scaled map."""
+    net = hand_model()
+    row = ROWS[2]
+    (explained,), _ = explain_texts(net, [row], k=[50], mask_id=MASK_ID, ig_steps=4)
+    P = {k: v.detach().numpy() for k, v in net.state_dict().items()}
+    ids = torch.tensor([row])
+    with torch.no_grad():
+        x = net.pos_encoder(net.embedding(ids) * 2.0)[0].numpy()  # (T, D): sqrt(4) = 2
+        alpha = net(ids, need_weights=True).attentions[0][0].numpy()  # (H, T, T)
+    v = x @ P["encoder.layers.0.self_attn.w_v.weight"].T + P["encoder.layers.0.self_attn.w_v.bias"]  # (T, D)
+    w_o = P["encoder.layers.0.self_attn.w_o.weight"]
+    moved = np.stack([np.linalg.norm(v[:, h * 2 : h * 2 + 2] @ w_o[:, h * 2 : h * 2 + 2].T, axis=-1) for h in (0, 1)])
+    maps = (alpha * moved[:, None, :]).mean(axis=0)  # (T, T): the head mean of alpha_ij ||f_h(x_j)||
+    np.testing.assert_allclose(explained.attributions["attention_norm"], maps.mean(axis=0), rtol=1e-9)
+    shares = maps / maps.sum(axis=-1, keepdims=True)
+    expected = (0.5 * np.eye(len(row)) + 0.5 * shares).mean(axis=0)
+    np.testing.assert_allclose(explained.attributions["attention_norm_rollout"], expected, rtol=1e-5)
+    assert not np.allclose(shares.mean(axis=0), explained.attributions["attention"], atol=1e-3)  # it differs
+
+
+def test_any_class_is_explained_and_a_missing_one_named():
+    """targets: leave-one-out and the ERASER scores read the class asked for, not the predicted one."""
+    net = hand_model()
+    row = ROWS[0]
+    p = oracle(net, row)
+    other = 1 - int(p.argmax())
+    (e,), _ = explain_texts(net, [row], k=[50], mask_id=MASK_ID, ig_steps=4, targets=[other])
+    assert e.predicted == int(p.argmax()) and e.target == other and e.probability == pytest.approx(p[other])
+    loo = [0.0] + [p[other] - oracle(net, row[:i] + [MASK_ID] + row[i + 1 :])[other] for i in range(1, len(row))]
+    np.testing.assert_allclose(e.attributions["leave_one_out"], loo, atol=1e-7)
+    assert target_classes("predicted", [0, 1], None, 2, 2) is None
+    assert target_classes("true", [0, 1], None, 2, 2) == [0, 1]
+    assert target_classes("positive", None, ["negative", "positive"], 2, 3) == [1, 1, 1]
+    with pytest.raises(ConfigError, match=r"analysis.target='postive' is not a class: .* negative, positive$"):
+        target_classes("postive", None, ["negative", "positive"], 2, 3)
+    with pytest.raises(ConfigError, match="analysis.target=true: these texts have no labels"):
+        target_classes("true", None, None, 2, 3)
+    with pytest.raises(ConfigError, match=r"analysis.target=3: use predicted, true or a class name"):
+        check_analysis_settings({"target": 3})
+
+
+def test_the_toy_sets_deciding_words_follow_its_templates():
+    cases = {
+        "the plot is very clever": "clever",
+        "the plot is not at all clever": "not clever",  # "not at all" puts "not" first
+        "the cast is dull but the story is truly brilliant": "brilliant",
+        "although the cast is dull , the story is brilliant": "brilliant",
+        "the plot is not bad but the ending is dull": "dull",
+        "i did not enjoy the script": "not enjoy",
+        "i loved this movie": "loved",
+        "the cast is funny and clever": "funny clever",
+    }
+    for text, deciding in cases.items():
+        words = text.split()
+        assert " ".join(w for w, d in zip(words, toy_deciding_words(text), strict=True) if d) == deciding, text
+    for text in make_toy_splits(num_examples=300)["test"]["text"]:  # as the tests' own reading of the templates
+        found = {i for i, d in enumerate(toy_deciding_words(text)) if d}
+        assert found and found == deciding_words(text.split()), text
+
+
+def test_plausibility_scores_rankings_against_the_deciding_tokens():
+    deciding = np.array([False, True, False, True, False])  # [CLS] first: never scored
+    right, wrong = np.array([9.0, 0.9, 0.1, 0.8, 0.2]), np.array([0.0, 0.1, 0.9, 0.2, 0.8])
+    assert text_scores(right, deciding) == {"auprc": 1.0, "precision_at_k": 1.0}
+    assert text_scores(wrong, deciding)["precision_at_k"] == 0.0
+    assert text_scores(wrong, deciding)["auprc"] == pytest.approx((1 / 3 + 2 / 4) / 2)  # hits at ranks 3 and 4
+    assert text_scores(right, np.array([False, True, True, True, True])) is None  # every word decides: no signal
+    report = Faithfulness(split="test", texts=2, removal="mask", k=[50.0], ig_error=0.0)
+    report.scores, report.sem = {"m": {}}, {"m": {}}
+    assert add_plausibility(report, [{"m": right}, {"m": wrong}, {"m": right}], [deciding, deciding, None]) == 2
+    assert report.scores["m"]["precision_at_k"] == 0.5 and report.sem["m"]["precision_at_k"] == pytest.approx(0.5)
+
+
+def test_agreement_is_kendalls_tau_with_the_references_words_only():
+    loo = np.array([9.0, 0.1, 0.5, 0.3, 0.2])  # [CLS] first: never ranked
+    scores = {"leave_one_out": loo, "same": loo * 3 + 1, "reversed": -loo, "flat": np.ones(5)}
+    tau = agreement(scores)
+    assert tau["same"] == {"tau_leave_one_out": 1.0} and tau["reversed"]["tau_leave_one_out"] == -1.0
+    assert math.isnan(tau["flat"]["tau_leave_one_out"])  # no ranking: no agreement
+    swapped = agreement({"leave_one_out": loo, "one_swap": np.array([0.0, 0.1, 0.5, 0.2, 0.3])})
+    assert swapped["one_swap"]["tau_leave_one_out"] == pytest.approx(4 / 6)  # 5 of 6 pairs concordant
+    base = {"comprehensiveness@50": 0.5, "comprehensiveness": 0.5, "sufficiency@50": 0.1, "sufficiency": 0.1}
+    report = Faithfulness(split="test", texts=3, removal="mask", k=[50.0], ig_error=0.0)
+    report.scores = {"a": {**base, "aopc": 0.3, "naopc": 0.6, "tau_leave_one_out": 1.0},
+                     "b": {**base, "aopc": 0.2, "naopc": 0.4, "tau_leave_one_out": 0.25}}  # fmt: skip
+    report.sem = {"a": {"tau_leave_one_out": 3e-18}, "b": {"tau_leave_one_out": 0.125}}
+    head, _, a, b = report.table()
+    assert head.endswith("| AOPC | nAOPC | tau LOO |")
+    assert a.endswith("| 0.300 | 0.600 ± 0.000 | 1 (identical) |")
+    assert b.endswith("| 0.200 | 0.400 ± 0.000 | 0.250 ± 0.125 |")
+
+
+def test_normalized_aopc_lies_between_greedy_bounds_inside_the_exhaustive_ones():
+    """On a 4-word text: the greedy bounds inside the best and worst AOPC of all 24 removal orders, and each
+    method's nAOPC (AOPC - lower) / (upper - lower), the bounds widened by the methods' own orders."""
+    net = hand_model()
+    row = ROWS[0]
+    (explained,), _ = explain_texts(net, [row], k=[50], mask_id=MASK_ID, ig_steps=8)
+    y = explained.predicted
+    aopcs = []
+    for order in itertools.permutations(range(1, len(row))):
+        drops = [explained.probability - oracle(net, without(row, set(order[: top_count(j, 4)]), MASK_ID))[y]
+                 for j in CURVE]  # fmt: skip
+        aopcs.append(np.mean(drops))
+    best, worst = max(aopcs), min(aopcs)
+    ((lower, upper),) = aopc_bounds(
+        net, [row], [y], [explained.probability], mask_id=MASK_ID, curve=CURVE, count=top_count
     )
+    assert worst - 1e-7 <= lower < upper <= best + 1e-7  # the oracle and the model agree to ~1e-8
+    found = [s["aopc"] for s in explained.scores.values()]
+    lower, upper = min(lower, *found), max(upper, *found)  # widened by any method's order that beats the search
+    for s in explained.scores.values():
+        assert worst - 1e-7 <= s["aopc"] <= best + 1e-7
+        assert s["naopc"] == pytest.approx((s["aopc"] - lower) / (upper - lower))
+        assert 0.0 <= s["naopc"] <= 1.0
+    assert explained.scores["leave_one_out"]["tau_leave_one_out"] == 1.0
+    assert explained.scores["integrated_gradients"]["tau_integrated_gradients"] == 1.0
 
 
 # ---- the cost estimate: each analysis says how many passes it makes -------------------------------------
@@ -353,10 +479,14 @@ def test_the_end_of_fit_analysis_reaches_tensorboard_and_the_run_folder(toy_run)
     assert trainer.callback_metrics["val/acc"] > 0.9  # it learned the task
     result = analysis.result
     assert result.heads.rows == 400 and result.faithfulness.texts == 100 and result.faithfulness.removal == "mask"
+    assert result.faithfulness.plausible > 50  # the toy set's deciding words are known: plausibility per method
+    assert all(
+        0.0 <= s["auprc"] <= 1.0 and 0.0 <= s["precision_at_k"] <= 1.0 for s in result.faithfulness.scores.values()
+    )
     best = trainer.checkpoint_callback  # the analysis is of the kept model, the one the test runs on
     assert result.settings["weights"] == f"the best checkpoint {Path(best.best_model_path).name}"
     assert result.heads.accuracy == pytest.approx(float(best.best_model_score), abs=1e-6)
-    assert analysis.cost["seconds"] > 0 and analysis.cost["fit_seconds"] > analysis.cost["seconds"]
+    assert all(analysis.cost[k] > 0 for k in ("seconds", "estimated_seconds", "fit_seconds"))  # what it cost, kept
     files = {p.name for p in (tmp / "analysis").iterdir()}
     assert files == {f"{n}.{e}" for n in ("heads", "pruning", "faithfulness") for e in ("png",)} | {
         "heads.json", "faithfulness.json", "faithfulness.md"

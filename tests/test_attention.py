@@ -286,3 +286,83 @@ def test_self_attention_is_permutation_equivariant(impl: str):
     torch.testing.assert_close(out_p, out[:, perm])
     torch.testing.assert_close(fast_p, out[:, perm])
     torch.testing.assert_close(w_p, w[:, :, perm][:, :, :, perm])
+
+
+# ---- norm-weighted attention (Kobayashi et al. 2020) --------------------------------------------
+def np_weighted_norms(x_kv, wv, bv, wo, weights, num_heads):
+    """||alpha_ij f_h(x_j)||, f_h(x) = (x W_V + b_V) W_O over head h's slice, a loop per head and key."""
+    B, Tk, D = x_kv.shape
+    dk = D // num_heads
+    out = np.zeros(weights.shape)
+    for h in range(num_heads):
+        cols = slice(h * dk, (h + 1) * dk)
+        v = x_kv @ wv[cols].T + bv[cols]  # (B, Tk, Dk): head h's values
+        moved = v @ wo[:, cols].T  # (B, Tk, D): what each key moves into the output
+        for j in range(Tk):
+            out[:, h, :, j] = np.linalg.norm(weights[:, h, :, j, None] * moved[:, None, j], axis=-1)
+    return out
+
+
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+@pytest.mark.parametrize("cross", [False, True])
+def test_weighted_norms_match_numpy(impl: str, cross: bool):
+    """A hand-built layer's norm-weighted map against NumPy; every path falls back to the math when asked, and
+    asking changes no output."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(12, 3, dropout=0.0, attention_impl=impl).double().eval()
+    with torch.no_grad():  # hand-built: a value projection and output slices of very different sizes
+        mha.w_v.weight.copy_(torch.diag(torch.arange(1.0, 13.0, dtype=torch.float64)))
+        mha.w_o.weight.mul_(torch.tensor([0.1] * 4 + [1.0] * 4 + [5.0] * 4, dtype=torch.float64))
+    x = torch.randn(2, 6, 12, dtype=torch.float64)
+    kv = torch.randn(2, 4, 12, dtype=torch.float64) if cross else x
+    mask = lengths_mask([kv.shape[1], 2], kv.shape[1])
+    with torch.no_grad():
+        out, w = mha(x, kv, kv, mask=mask)
+        out_n, norms = mha(x, kv, kv, mask=mask, need_weights=False, need_norms=True)
+    p = {n: t.detach().numpy() for n, t in mha.named_parameters()}
+    ref = np_weighted_norms(kv.numpy(), p["w_v.weight"], p["w_v.bias"], p["w_o.weight"], w.numpy(), 3)
+    np.testing.assert_allclose(norms.numpy(), ref, rtol=1e-10, atol=1e-12)
+    assert torch.equal(out_n, out)
+    assert (norms[1, ..., 2:] == 0).all()  # a masked key moves nothing
+    # the heads differ in what they move, so the norm ranks keys apart from the weight
+    assert not np.allclose(ref / ref.sum(-1, keepdims=True), w.numpy(), atol=1e-3)
+
+
+def test_classifier_norms_leave_logits_alone():
+    """need_norms gives one (B, H, T, T) map per layer, each the weights times ||f(x_j)||, and the same logits."""
+    from transformer_attention.model import TransformerClassifier
+
+    torch.manual_seed(0)
+    net = TransformerClassifier(vocab_size=50, num_classes=3, d_model=16, num_heads=2, num_layers=2, dropout=0.0)
+    net.eval()
+    ids = torch.randint(3, 50, (3, 7))
+    ids[1, 5:] = 0
+    with torch.no_grad():
+        plain = net(ids).logits
+        logits, weights = net(ids, need_weights=True)
+        logits_n, norms = net(ids, need_norms=True)
+    torch.testing.assert_close(logits_n, plain)
+    torch.testing.assert_close(logits, plain)
+    assert len(norms) == 2 and norms[0].shape == (3, 2, 7, 7)
+    for w, n in zip(weights, norms, strict=True):
+        ratio = torch.where(w > 1e-6, n / w, torch.zeros_like(n))  # ||f(x_j)||: the same down every query row
+        assert torch.allclose(ratio[:, :, 0:1].expand_as(ratio)[w > 1e-6], ratio[w > 1e-6], rtol=1e-4)
+        assert (n[1, ..., 5:] == 0).all()
+
+
+def test_norms_cost_nothing_unless_asked(monkeypatch):
+    """The norm-weighted maps are computed only when asked: once per layer then, never for weights or logits."""
+    from transformer_attention.model import TransformerClassifier
+    from transformer_attention.model import attention as attention_module
+
+    calls = []
+    real = attention_module.weighted_norms
+    monkeypatch.setattr(attention_module, "weighted_norms", lambda *a: calls.append(1) or real(*a))
+    net = TransformerClassifier(vocab_size=50, num_classes=2, d_model=16, num_heads=2, num_layers=3).eval()
+    ids = torch.randint(3, 50, (2, 5))
+    with torch.no_grad():
+        net(ids)
+        net(ids, need_weights=True)
+        assert calls == []
+        net(ids, need_norms=True)
+    assert len(calls) == 3

@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 from xml.etree import ElementTree
@@ -163,13 +164,19 @@ def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str, pooling: 
         data = inlined_data(page.read_text(encoding="utf-8"))
         assert data["tokens"] == pred.tokens
         np.testing.assert_allclose(np.array(data["layers"][1]), pred.attentions[1].numpy(), atol=1e-4)
+        (again,) = predict(module, [texts[i]], need_norms=True)  # the "weight x norm" maps: the model's, as shares
+        shares = [n / n.sum(-1, keepdim=True) for n in again.attentions]
+        np.testing.assert_allclose(np.array(data["kinds"]["norm"]["layers"][1]), shares[1].numpy(), atol=1e-4)
         assert ("attention_png" in record) == (choice == "both")
         # the word attributions view: every method's value per token, and its faithfulness on this text
         assert list(data["attributions"]) == list(PAGE_METHODS)
         assert all(len(values) == len(pred.tokens) for values in data["attributions"].values())
         assert set(data["faithfulness"]) == set(PAGE_METHODS)
-        assert set(data["faithfulness"]["rollout"]) == {"comprehensiveness", "sufficiency", "aopc"}
+        assert set(data["faithfulness"]["rollout"]) == {
+            "comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients"
+        }  # fmt: skip
         assert "replaced by [MASK]" in data["faithfulness_note"]
+        assert data["faithfulness_note"].startswith(f"for the class {pred.label};")  # analysis.target: predicted
         assert data["text"]["pooling"] == pooling and data["names"]["methods"] == LABELS  # the model's pooled row
     module = load_module(ckpt)
     tok = load_tokenizer(module.tokenizer_json)
@@ -434,8 +441,14 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
         "leave_one_out": [0.0, 0.02, 0.5, -0.01, 0.0],
     }
     scores = {
-        m: {"comprehensiveness": 0.5 + i / 10, "sufficiency": 0.1, "aopc": 0.4} for i, m in enumerate(attributions)
-    }
+        m: {
+            "comprehensiveness": 0.5 + i / 10,
+            "sufficiency": 0.1,
+            "aopc": 0.4,
+            "tau_leave_one_out": 1.0 if i == 0 else 0.25,
+        }
+        for i, m in enumerate(attributions)
+    }  # the first method ranks the words as leave-one-out does
     page = save_attention_html(
         tmp_path / "view.html", tokens, attentions, attributions=attributions, faithfulness=scores,
         faithfulness_note="words replaced by [MASK]", method_labels=LABELS,
@@ -471,7 +484,9 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
     cells = browser.js(
         "Array.from(document.querySelectorAll('#faithfulness tr[data-method=attention] td'), c => c.textContent)"
     )
-    assert cells == ["attention (last layer)", "0.500", "0.100", "0.400"]
+    assert cells == ["attention (last layer)", "0.500", "0.100", "0.400", "1 (identical)"]
+    heads = browser.js("Array.from(document.querySelectorAll('#faithfulness th'), c => c.textContent)")
+    assert heads == ["method", "comprehensiveness", "sufficiency", "AOPC", "tau LOO"]  # the measures given
 
     browser.click("#method-leave_one_out")
     shown = browser.js(words)
@@ -745,3 +760,98 @@ def test_the_export_button_saves_the_view_on_screen_as_an_svg_picture(browser, t
             assert len([m for m in found if m.get("src", "").startswith("data:image/png")]) == 2 * 4 + 1
         if view == "text":
             assert [m.text for m in found if m.get("class") == "word"] == tokens[1:]
+
+
+# ---- weight | weight x norm ----------------------------------------------------------------------------------
+def norm_maps(attentions: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Norm-weighted maps as the model gives them: each key's weight times a length of its own per head."""
+    lengths = torch.arange(1.0, 7.0).flip(0) * torch.tensor([1.0, 3.0, 0.5, 2.0]).view(4, 1)  # (H, T)
+    return [w * lengths[:, None, :] for w in attentions]
+
+
+def test_the_page_carries_the_norm_maps_as_shares_and_their_rollout():
+    tokens, attentions = shared_key_attention()
+    norms = norm_maps(attentions)
+    data = inlined_data(attention_html(tokens, attentions, norms=norms))
+    shares = [(n / n.sum(-1, keepdim=True)).numpy() for n in norms]
+    assert data["kinds"]["weight"]["layers"] == data["layers"]
+    np.testing.assert_allclose(np.array(data["kinds"]["norm"]["layers"]), np.stack(shares), atol=1e-5)
+    np.testing.assert_allclose(np.array(data["kinds"]["norm"]["rollout"]), attention_rollout(shares), atol=1e-5)
+    assert not np.allclose(shares[0], attentions[0].numpy(), atol=1e-2)  # the switch shows something else
+    assert "kinds" not in inlined_data(attention_html(tokens, attentions))  # no norms, no switch
+    with pytest.raises(ValueError, match="6 tokens for a 5 x 5"):
+        attention_html(tokens, attentions, norms=[n[:, :5, :5] for n in norms])
+
+
+@pytest.mark.slow
+def test_the_kind_switch_redraws_the_head_and_model_views_in_a_browser(browser, tmp_path: Path):
+    tokens, attentions = shared_key_attention()
+    norms = norm_maps(attentions)
+    shares = [n / n.sum(-1, keepdim=True) for n in norms]
+    page = save_attention_html(tmp_path / "view.html", tokens, attentions, norms=norms, scale="fixed")
+    browser.open(page.as_uri() + "#layer=1&heads=1")
+    assert browser.js("document.getElementById('kind-switch').hidden") is False
+    browser.move_to("g.token.left[data-index='4'] rect")
+    assert_drawn(browser.lines(), expected_lines({"head-1": attentions[1][1]}, 4), 4)
+    browser.js("(function () { var s = document.getElementById('kind'); s.value = 'norm'; "
+               "s.dispatchEvent(new Event('change')); })()")  # fmt: skip
+    browser.move_to("g.token.left[data-index='3'] rect")
+    assert_drawn(browser.lines(), expected_lines({"head-1": shares[1][1]}, 3), 3)
+    browser.js("location.hash = 'layer=rollout'")
+    browser.wait_for("document.getElementById('layer').value === 'rollout'")
+    browser.move_to("g.token.left[data-index='0'] rect")
+    assert_drawn(browser.lines(), expected_lines({"rollout": attention_rollout(shares)}, 0), 0)
+    browser.click("#mode-model")  # the model view paints the norm maps' cells
+    pixel = (
+        "Array.from(document.querySelector('canvas.map[data-layer=\"0\"][data-head=\"3\"]').getContext('2d')"
+        ".getImageData(0, 2, 1, 1).data).slice(0, 3)"
+    )  # query 2, key 0 of layer 0, head 3: one pixel per cell
+    np.testing.assert_allclose(browser.js(pixel), ramp(shares[0][3][2, 0].numpy()), atol=1.01)
+    plain = save_attention_html(tmp_path / "plain.html", tokens, attentions)
+    browser.open(plain.as_uri())
+    assert browser.js("document.getElementById('kind-switch').hidden") is True
+
+
+@pytest.mark.slow
+def test_the_head_view_downloads_as_png_and_svg_in_a_browser(browser, tmp_path: Path):
+    """The two buttons download files Chromium writes to disk: an SVG of the view's size, and a PNG of twice it."""
+    from PIL import Image
+
+    tokens, attentions = shared_key_attention()
+    page = save_attention_html(tmp_path / "view.html", tokens, attentions, title="a review")
+    browser.open(page.as_uri() + "#token=3")
+    folder = tmp_path / "downloads"
+    session, browser.session = browser.session, None  # a browser command, not the tab's
+    browser.send("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(folder))
+    browser.session = session
+    browser.click("#export")
+    browser.click("#export-png")
+    files = {"svg": folder / "a review - head view.svg", "png": folder / "a review - head view.png"}
+    deadline = time.monotonic() + 10
+    while not all(f.exists() and f.stat().st_size > 0 for f in files.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    root = ElementTree.parse(files["svg"]).getroot()
+    width, height = int(root.get("width")), int(root.get("height"))
+    assert width > 100 and height > 100 and all(t in "".join(root.itertext()) for t in tokens)
+    with Image.open(files["png"]) as png:
+        assert png.format == "PNG" and png.size == (2 * width, 2 * height)
+        pixels = np.asarray(png.convert("RGB"), dtype=float)
+    assert pixels.std() > 10 and (pixels < 128).any()  # drawn: text and lines, not a blank sheet
+
+
+def test_predict_draws_the_norm_maps_in_its_pngs_when_asked(tmp_path: Path):
+    ckpt = save_like_lightning(tiny_module(), tmp_path / "model.ckpt")
+    pictures = {}
+    for run, kind in (("weight", "weight"), ("again", "weight"), ("norm", "norm")):
+        cfg = OmegaConf.create(
+            {"ckpt_path": str(ckpt), "texts": [TEXT], "save_attention": "png", "attention_map": kind, "batch_size": 8,
+             "paths": {"output_dir": str(tmp_path / run)}}
+        )  # fmt: skip
+        main(cfg)
+        record = json.loads((tmp_path / run / "predictions.jsonl").read_text())
+        pictures[run] = [Path(p).read_bytes() for p in [*record["attention_png"], record["rollout_png"]]]
+    assert pictures["weight"] == pictures["again"]  # the same maps draw the same bytes ...
+    assert all(a != b for a, b in zip(pictures["weight"], pictures["norm"], strict=True))  # ... so these are others
+    cfg.attention_map = "norms"
+    with pytest.raises(ConfigError, match="attention_map=norms: not a map kind; use weight or norm"):
+        main(cfg)

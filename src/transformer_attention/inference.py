@@ -1,17 +1,14 @@
 """One forward pass: token-id rows in, padded into batches on the model's device (`batched`: in order, or the
 shortest together), each through the model in eval mode (`forward`, the one place that calls it), with or without
-every layer's attention, a head mask and gradients. On it: `infer` (each row's logits, probabilities, attention),
-`probabilities` (float64, for the analyses), `logit_function` (what captum calls) and `predict(module, texts)`,
-what a checkpoint says of your own texts. `AttentionMapLogger`, predict.py's pages and every analysis run here.
+every layer's attention (weights, or norm-weighted maps), a head mask and gradients. On it: `infer`, `probabilities`
+(float64, for the analyses), `logit_function` (what captum calls) and `predict(module, texts)`.
 
     module = ClassifierModule.load_from_checkpoint("outputs/.../checkpoints/last.ckpt")
     for p in predict(module, ["not bad at all", "a dull, lifeless film"], need_weights=True):
         print(p.label, p.probabilities, p.tokens, p.attentions[0].shape)  # (H, T, T) per layer
 
-The model runs in eval mode (no dropout: the attention it returns is what it computed), on its own device, and
-without gradients unless asked; afterwards every submodule is back in the mode it was in, frozen (eval-mode)
-parts of a training model included, even when the forward raises.
-
+Eval mode (the attention returned is what the model computed), on the model's device, without gradients unless
+asked; every submodule's mode is restored after, even when the forward raises.
 Shapes: N rows, B a batch, T its longest row, C classes, L layers, H heads.
 """
 
@@ -34,7 +31,6 @@ from .model.classifier import ClassifierOutput
 from .module import ClassifierModule, evaluating
 
 log = logging.getLogger(__name__)
-BACKWARD_COST = 2  # a backward pass costs about two forward passes
 
 
 @dataclass(frozen=True)
@@ -45,22 +41,6 @@ class Batch:
     ids: torch.Tensor  # (B, T) long
     mask: torch.Tensor  # (B, T) bool, True = a real token
     labels: torch.Tensor | None = None  # (B,) long, when given
-
-
-@dataclass(frozen=True)
-class Passes:
-    """The model work a computation does, in rows: how many it runs forward, and how many backward."""
-
-    forward: int = 0
-    backward: int = 0
-
-    def __add__(self, other: Passes) -> Passes:
-        return Passes(forward=self.forward + other.forward, backward=self.backward + other.backward)
-
-    @property
-    def cost(self) -> int:
-        """In forward passes of a row, a backward one counted as BACKWARD_COST."""
-        return self.forward + BACKWARD_COST * self.backward
 
 
 def pad_id_of(model: nn.Module) -> int:
@@ -104,10 +84,14 @@ def forward(
     need_weights: bool = False,
     head_mask: torch.Tensor | None = None,
     grad: bool | None = False,
+    need_norms: bool = False,
 ) -> ClassifierOutput:
     """`model(ids, mask)` in eval mode, every submodule's mode restored after. `grad`: build the graph for
-    gradients (True), not (False), or as the caller's grad mode is (None: what captum sets)."""
-    extra = {} if head_mask is None else {"head_mask": head_mask}  # a pretraining module takes no head mask
+    gradients (True), not (False), or as the caller's grad mode is (None: what captum sets). `need_norms`: the
+    attentions are the norm-weighted maps (MultiHeadAttention)."""
+    extra = {} if head_mask is None else {"head_mask": head_mask}  # a pretraining module takes neither
+    if need_norms:
+        extra["need_norms"] = True
     with evaluating(model), torch.set_grad_enabled(torch.is_grad_enabled() if grad is None else grad):
         return model(ids, mask, need_weights=need_weights, **extra)
 
@@ -119,6 +103,7 @@ def forward_batches(
     need_weights: bool = False,
     head_mask: torch.Tensor | None = None,
     grad: bool = False,
+    need_norms: bool = False,
 ) -> Iterator[tuple[Batch, ClassifierOutput]]:
     """Each batch and what `forward` gives for it, in turn. `head_mask`: (L, H) for every row, or (N, L, H), one
     per row of what `batched` was given (1 keeps a head, 0 masks its output)."""
@@ -126,7 +111,8 @@ def forward_batches(
         gates = None if head_mask is None else head_mask.to(batch.ids.device)
         if gates is not None and gates.dim() == 3:
             gates = gates[batch.index]  # (B, L, H): this batch's rows
-        yield batch, forward(model, batch.ids, batch.mask, need_weights=need_weights, head_mask=gates, grad=grad)
+        maps = {"need_weights": need_weights, "need_norms": need_norms}
+        yield batch, forward(model, batch.ids, batch.mask, head_mask=gates, grad=grad, **maps)
 
 
 def logit_function(model: nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -166,19 +152,22 @@ def infer(
     pad_id: int | None = None,
     need_weights: bool = False,
     batch_size: int | None = None,
+    need_norms: bool = False,
 ) -> list[RowOutput]:
     """Run `model` (a ClassifierModule or TransformerClassifier: `model(ids, mask, need_weights=...)` returning
     `(logits, attentions)`) on `ids`, `batch_size` rows at a time (None: all at once), each batch padded with
-    `pad_id` (None: the model's) to its longest row and masked; one RowOutput per row, in order."""
+    `pad_id` (None: the model's) to its longest row and masked; one RowOutput per row, in order (`need_norms`:
+    its attentions are the norm-weighted maps)."""
     results: list[RowOutput] = []
     data = batched(model, ids, batch_size=batch_size, pad_id=pad_id)
-    for batch, out in forward_batches(model, data, need_weights=need_weights):
+    maps = need_weights or need_norms
+    for batch, out in forward_batches(model, data, need_weights=need_weights, need_norms=need_norms):
         logits = out.logits.float().cpu()  # (B, C)
         probs = logits.softmax(dim=-1)  # (B, C)
-        layers = [a.float().cpu() for a in out.attentions] if need_weights else []  # each (B, H, T, T)
+        layers = [a.float().cpu() for a in out.attentions] if maps else []  # each (B, H, T, T)
         for b, i in enumerate(batch.index):
             T = len(ids[i])  # real tokens: the batch's padding is cut off
-            attentions = [a[b, :, :T, :T] for a in layers] if need_weights else None  # each (H, T, T)
+            attentions = [a[b, :, :T, :T] for a in layers] if maps else None  # each (H, T, T)
             results.append(RowOutput(logits=logits[b], probabilities=probs[b], attentions=attentions))
     return results
 
@@ -207,8 +196,10 @@ def predict(
     need_weights: bool = False,
     batch_size: int = 64,
     max_length: int | None = None,
+    need_norms: bool = False,
 ) -> list[Prediction]:
-    """Classify `texts` with the module's own tokenizer, in eval mode, on the module's device (`infer`).
+    """Classify `texts` with the module's own tokenizer, in eval mode, on the module's device (`infer`);
+    `need_norms`: `attentions` holds the norm-weighted maps ||alpha_ij f(x_j)|| instead of the weights.
 
     Texts are cut to `max_length` tokens: by default the length the model was trained with (kept in
     the checkpoint's tokenizer), at most the model's `max_len`.
@@ -233,7 +224,7 @@ def predict(
     unknown = [i for i, row in enumerate(ids) if len(row) > 1 and all(int(t) == UNK_ID for t in row[1:])]
     for i in unknown:  # after [CLS]: the model sees no word it knows, so the prediction says nothing of the text
         log.warning("text %d is all [UNK] tokens (no word of it is in the model's vocabulary): %r", i, texts[i][:80])
-    rows = infer(module, ids, need_weights=need_weights, batch_size=batch_size)
+    rows = infer(module, ids, need_weights=need_weights, batch_size=batch_size, need_norms=need_norms)
     results = []
     for text, row_ids, row in zip(texts, ids, rows, strict=True):
         k = int(row.probabilities.argmax())

@@ -139,8 +139,10 @@ class ClassifierModule(EncoderModule):
         attention_mask: torch.Tensor | None = None,
         need_weights: bool = False,
         head_mask: torch.Tensor | None = None,
+        need_norms: bool = False,
     ):
-        return self.net(input_ids, attention_mask, need_weights=need_weights, head_mask=head_mask)
+        maps = {"need_weights": need_weights, "need_norms": need_norms}
+        return self.net(input_ids, attention_mask, head_mask=head_mask, **maps)
 
     def model_step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         logits = self.net(batch["input_ids"], batch["attention_mask"]).logits  # (B, C)

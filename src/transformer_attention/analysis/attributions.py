@@ -1,9 +1,11 @@
-"""Token attributions: how much each token of a text counts towards the class the model predicts, by six
+"""Token attributions: how much each token of a text counts towards the class the model predicts, by eight
 methods, every one a (T,) array per text (position 0, the [CLS], included but never ranked):
 
 - attention: the last layer's attention of the pooled row, mean of heads (the [CLS] row; with mean pooling,
   the mean of the rows);
 - rollout: attention rollout through every layer (plotting/rollout.py), the pooled row;
+- attention_norm, attention_norm_rollout: the same two of the norm-weighted maps ||alpha_ij f(x_j)|| (Kobayashi
+  et al. 2020: the weight times the length of what the key moves), each layer's rows scaled to sum 1 for rollout;
 - grad_x_input: gradient x input on the token embedding, summed over its features (captum);
 - integrated_gradients: Integrated Gradients on the token embedding (captum's LayerIntegratedGradients) from a
   baseline of [PAD] embeddings (zero) in every word's place, [CLS] and positions kept;
@@ -23,14 +25,27 @@ import torch
 from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
 from torch import nn
 
-from ..inference import Passes, batched, forward_batches, logit_function, pad_id_of, probabilities
+from ..inference import batched, forward_batches, logit_function, pad_id_of, probabilities
 from ..plotting.rollout import attention_rollout, pooled_rollout
+from .passes import Passes
 from .removal import without
 
-ATTRIBUTIONS = ("attention", "rollout", "grad_x_input", "integrated_gradients", "leave_one_out", "random")
+ATTRIBUTIONS = (
+    "attention",
+    "rollout",
+    "attention_norm",
+    "attention_norm_rollout",
+    "grad_x_input",
+    "integrated_gradients",
+    "leave_one_out",
+    "random",
+)
+MAP_METHODS = {"weights": ("attention", "rollout"), "norms": ("attention_norm", "attention_norm_rollout")}
 LABELS = {  # how pages and tables name each method (the page reads them from its data)
     "attention": "attention (last layer)",
     "rollout": "rollout",
+    "attention_norm": "attention x norm (last layer)",
+    "attention_norm_rollout": "rollout of attention x norm",
     "grad_x_input": "gradient x input",
     "integrated_gradients": "Integrated Gradients",
     "leave_one_out": "leave-one-out",
@@ -58,8 +73,9 @@ def attribute(
         raise ValueError(f"unknown attribution methods {unknown}: expected some of {', '.join(ATTRIBUTIONS)}")
     out: list[dict[str, np.ndarray]] = [{} for _ in rows]
     ig_error = float("nan")
-    if {"attention", "rollout"} & set(methods):
-        _attention(net, rows, out, methods=methods, batch_size=batch_size)
+    for kind, names in MAP_METHODS.items():
+        if set(names) & set(methods):
+            _attention(net, rows, out, methods=methods, names=names, norms=kind == "norms", batch_size=batch_size)
     if "grad_x_input" in methods or "integrated_gradients" in methods:
         ig_error = _gradients(net, rows, targets, out, methods=methods, steps=ig_steps, batch_size=batch_size)
     if "leave_one_out" in methods:
@@ -75,9 +91,11 @@ def passes(rows: Sequence[Sequence[int]], *, methods: Sequence[str] = ATTRIBUTIO
     """The model work of `attribute` on `rows`: one pass of every row for the attention maps, a forward and a
     backward one for gradient x input; for Integrated Gradients `ig_steps` of each, and four forward ones more
     (captum's: the embedding of the text and of the baseline, and both again for the completeness error); and
-    leave-one-out's row with each of its words removed, and the row itself."""
+    leave-one-out's row with each of its words removed, and the row itself (a pass more for the norm maps)."""
     n, chosen = len(rows), set(methods)
-    total = Passes(forward=n) if {"attention", "rollout"} & chosen else Passes()
+    total = Passes()
+    for names in MAP_METHODS.values():
+        total += Passes(forward=n) if set(names) & chosen else Passes()
     if "grad_x_input" in chosen:
         total += Passes(forward=n, backward=n)
     if "integrated_gradients" in chosen:
@@ -87,19 +105,21 @@ def passes(rows: Sequence[Sequence[int]], *, methods: Sequence[str] = ATTRIBUTIO
     return total
 
 
-def _attention(net: nn.Module, rows, out, *, methods, batch_size: int) -> None:
-    """The pooled row of the last layer's head mean, and of the rollout, for every row."""
-    pooling = net.config.pooling
+def _attention(net: nn.Module, rows, out, *, methods, names: tuple[str, str], norms: bool, batch_size: int) -> None:
+    """The pooled row of the last layer's head mean, and of the rollout, for every row, stored under `names`:
+    of the weights, or of the norm-weighted maps (`norms`; their head means' rows scaled to sum 1 for rollout)."""
+    pooling, (last_name, rollout_name) = net.config.pooling, names
     data = batched(net, rows, batch_size=batch_size, by_length=True)
-    for batch, result in forward_batches(net, data, need_weights=True):
+    for batch, result in forward_batches(net, data, need_weights=not norms, need_norms=norms):
         for b, i in enumerate(batch.index):
             T = len(rows[i])
-            maps = [a[b, :, :T, :T].double().cpu().numpy() for a in result.attentions]  # L x (H, T, T)
-            last = maps[-1].mean(axis=0)  # (T, T): the head mean
-            if "attention" in methods:
-                out[i]["attention"] = last[0] if pooling == "cls" else last.mean(axis=0)
-            if "rollout" in methods:
-                out[i]["rollout"] = pooled_rollout(attention_rollout(maps), pooling).astype(np.float64)
+            maps = [a[b, :, :T, :T].double().cpu().numpy().mean(axis=0) for a in result.attentions]  # L x (T, T)
+            if last_name in methods:
+                out[i][last_name] = maps[-1][0] if pooling == "cls" else maps[-1].mean(axis=0)
+            if rollout_name in methods:
+                if norms:  # each row a share of what reaches its query, as rollout mixes with the residual
+                    maps = [m / np.clip(m.sum(axis=-1, keepdims=True), 1e-12, None) for m in maps]
+                out[i][rollout_name] = pooled_rollout(attention_rollout(maps), pooling).astype(np.float64)
 
 
 def _gradients(net: nn.Module, rows, targets, out, *, methods, steps: int, batch_size: int) -> float:

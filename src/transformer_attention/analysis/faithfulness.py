@@ -5,7 +5,8 @@
   ranks first are the ones the prediction needs;
 - sufficiency at k%: p(y | text) - p(y | its top k% words alone): low when they are enough on their own;
 - AOPC, the area over the deletion curve: the mean of p(y | text) - p(y | text without its top j% words) over
-  j = 0, 10, ..., 100 (DeYoung et al.'s 1 / (|B| + 1) sum over bins, the bins every 10%).
+  j = 0, 10, ..., 100 (DeYoung et al.'s 1 / (|B| + 1) sum over bins, the bins every 10%); normalized AOPC and each
+  method's agreement (Kendall tau) with leave-one-out and Integrated Gradients: agreement.py.
 
 "Top k%" is the ceil(k% x n) best-ranked of a text's n words (ties: the earlier word first). Words are removed
 as `removal` says (removal.py). Shapes: N texts, T tokens, C classes.
@@ -15,19 +16,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from torch import nn
 from tqdm import tqdm
 
-from ..inference import Passes, probabilities
+from ..inference import probabilities
 from . import attributions
+from .agreement import agreement, aopc_bounds, bounds_passes, normalized
 from .attributions import ATTRIBUTIONS, attribute
-from .removal import REMOVAL_PHRASES, keeping, without
+from .passes import Passes
+from .plausibility import add_plausibility
+from .removal import keeping, without
+from .report import CURVE, Faithfulness
 
-CURVE = tuple(range(0, 101, 10))  # the deletion curve: % of a text's words removed
 EXAMPLES = 20  # texts whose tokens and attributions the report keeps (scores are kept for every text)
 CHUNK = 32  # texts attributed and scored together: a step of the progress bar, and a bound on memory
 
@@ -40,59 +44,6 @@ def ranked(scores: np.ndarray) -> list[int]:
 def top_count(k: float, n: int) -> int:
     """How many of `n` words "the top k%" is: ceil(k% x n), at least one word of a non-empty text."""
     return min(n, math.ceil(k * n / 100 - 1e-9))
-
-
-@dataclass
-class Faithfulness:
-    """Each method's ERASER scores, averaged over the texts (`scores`) with their standard errors (`sem`)."""
-
-    split: str
-    texts: int
-    removal: str  # "mask" or "delete"
-    k: list[float]
-    ig_error: float  # Integrated Gradients' mean relative completeness error
-    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # method -> measure -> mean
-    sem: dict[str, dict[str, float]] = field(default_factory=dict)
-    curves: dict[str, list[float]] = field(default_factory=dict)  # method -> mean drop at each CURVE point
-    examples: list[dict] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {
-            "split": self.split,
-            "texts": self.texts,
-            "removal": self.removal,
-            "removal_means": REMOVAL_PHRASES[self.removal],
-            "k": self.k,
-            "curve_percent": list(CURVE),
-            "integrated_gradients_completeness_error": self.ig_error,
-            "scores": self.scores,
-            "sem": self.sem,
-            "deletion_curves": self.curves,
-            "examples": self.examples,
-        }
-
-    def table(self) -> list[str]:
-        """The summary as a markdown table: one row per method, best AOPC first."""
-        head = ["method", *(f"compr. {k:g}%" for k in self.k), "compr.", *(f"suff. {k:g}%" for k in self.k), "suff."]
-        rows = [
-            "| " + " | ".join([*head, "AOPC"]) + " |",
-            "|" + "---|" * (len(head) + 1),
-        ]
-        for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
-            s = self.scores[method]
-            cells = [s[f"comprehensiveness@{k:g}"] for k in self.k] + [s["comprehensiveness"]]
-            cells += [s[f"sufficiency@{k:g}"] for k in self.k] + [s["sufficiency"], s["aopc"]]
-            rows.append(f"| {method} | " + " | ".join(f"{v:.3f}" for v in cells) + " |")
-        return rows
-
-    def summary(self) -> list[str]:
-        """A few aligned lines for the console: comprehensiveness, sufficiency and AOPC per method."""
-        ks = ", ".join(f"{k:g}" for k in self.k)
-        lines = [f"{'method':<22}{'compr.':>8}{'suff.':>8}{'AOPC':>8}   (compr., suff.: mean over k = {ks}%)"]
-        for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
-            s = self.scores[method]
-            lines.append(f"{method:<22}{s['comprehensiveness']:>8.3f}{s['sufficiency']:>8.3f}{s['aopc']:>8.3f}")
-        return lines
 
 
 def eraser_scores(
@@ -153,18 +104,21 @@ def passes(rows: Sequence[Sequence[int]], *, k: Sequence[float], methods: Sequen
         removed = {top_count(j, n) for j in CURVE} | {top_count(q, n) for q in k}  # 0: the text itself
         kept = {top_count(q, n) for q in k}  # n: the text itself
         scored += 1 + len(methods) * (len(removed - {0}) + len(kept - {n}))
-    return Passes(forward=len(texts) + scored) + attributions.passes(texts, methods=methods, ig_steps=ig_steps)
+    total = Passes(forward=len(texts) + scored) + bounds_passes(texts)
+    return total + attributions.passes(texts, methods=methods, ig_steps=ig_steps)
 
 
 @dataclass
 class Explained:
-    """One text, explained: the class the model predicts and its probability, each method's (T,) attribution,
-    and each method's ERASER scores on this text (measure -> value; "curve": the deletion curve)."""
+    """One text, explained: the class the model predicts, the class explained (`target`: the predicted one unless
+    `explain_texts` was given targets) and its probability, each method's (T,) attribution, and each method's
+    ERASER scores on this text (measure -> value; "curve": the deletion curve)."""
 
     predicted: int
     probability: float
     attributions: dict[str, np.ndarray]
     scores: dict[str, dict[str, float | list[float]]]
+    target: int = -1
 
 
 def explain_texts(
@@ -178,9 +132,11 @@ def explain_texts(
     seed: int = 0,
     batch_size: int = 256,
     progress: bool | None = None,
+    targets: Sequence[int] | None = None,
 ) -> tuple[list[Explained], float]:
     """Attribute every text of `rows` (token ids, [CLS] first, at least one word each) to the class the model
-    predicts for it (attributions.py) and score each method on it (`eraser_scores`), CHUNK texts at a time (a
+    predicts for it, or to its class in `targets` (attributions.py), and score each method on it for that class
+    (`eraser_scores`), CHUNK texts at a time (a
     progress bar over the texts: None shows it on a terminal only). `mask_id` replaces removed words (None: they
     are deleted). Returns one Explained per row and Integrated Gradients' mean completeness error."""
     out, errors = [], []
@@ -188,15 +144,25 @@ def explain_texts(
     for start in range(0, len(rows), CHUNK):
         chunk = [list(map(int, r)) for r in rows[start : start + CHUNK]]
         probs = probabilities(net, chunk, batch_size=batch_size)  # (n, C)
-        targets = [int(p.argmax()) for p in probs]
+        predicted = [int(p.argmax()) for p in probs]
+        wanted = predicted if targets is None else [int(t) for t in targets[start : start + len(chunk)]]
         found, ig_error = attribute(
-            net, chunk, targets, mask_id=mask_id, methods=methods, ig_steps=ig_steps, seed=seed + start,
+            net, chunk, wanted, mask_id=mask_id, methods=methods, ig_steps=ig_steps, seed=seed + start,
             batch_size=batch_size,
         )  # fmt: skip
-        scores = eraser_scores(net, chunk, targets, found, k=k, mask_id=mask_id, batch_size=batch_size)
+        scores = eraser_scores(net, chunk, wanted, found, k=k, mask_id=mask_id, batch_size=batch_size)
+        full = [float(p[y]) for p, y in zip(probs, wanted, strict=True)]
+        bounds = aopc_bounds(
+            net, chunk, wanted, full, mask_id=mask_id, curve=CURVE, count=top_count, batch_size=batch_size
+        )
+        for text, found_text, (lower, upper) in zip(scores, found, bounds, strict=True):
+            aopcs = [text[m]["aopc"] for m in text]  # a method's order that beats the search widens the bounds
+            lower, upper = min(lower, *aopcs), max(upper, *aopcs)  # NaN (no search) stays NaN
+            for method, agree in agreement(found_text).items():
+                text[method].update(agree, naopc=normalized(text[method]["aopc"], lower, upper))
         out += [
-            Explained(predicted=y, probability=float(p[y]), attributions=a, scores=s)
-            for y, p, a, s in zip(targets, probs, found, scores, strict=True)
+            Explained(predicted=c, probability=float(p[y]), attributions=a, scores=s, target=y)
+            for c, y, p, a, s in zip(predicted, wanted, probs, found, scores, strict=True)
         ]
         errors.append(ig_error)
         bar.update(len(chunk))
@@ -217,26 +183,33 @@ def faithfulness(
     **options: Any,
 ) -> Faithfulness:
     """Each method's ERASER scores on the texts of `rows`, averaged (`explain_texts`, which takes `options`:
-    ig_steps, seed, batch_size, progress); `tokens` are the rows' tokens, for the report's examples.
+    ig_steps, seed, batch_size, progress, targets: one class per row); `tokens`: the rows' tokens, for the examples.
     `removal` says how words are removed ("mask" or "delete", for the report), `mask_id` the id that replaces
     them (None: they are deleted; removal.replacement gives both)."""
     kept = [i for i, r in enumerate(rows) if len(r) > 1]  # a text with no word has nothing to rank
+    if options.get("targets") is not None:
+        options["targets"] = [options["targets"][i] for i in kept]
+    rationales = options.pop("rationales", None)  # (T,) deciding tokens per row, or None: plausibility.py
     explained, ig_error = explain_texts(net, [rows[i] for i in kept], k=k, mask_id=mask_id, methods=methods, **options)
     report = Faithfulness(split=split, texts=len(kept), removal=removal, k=[float(q) for q in k], ig_error=ig_error)
     for method in methods:
         measures = [m for m in explained[0].scores[method] if m != "curve"] if explained else []
         values = {m: np.array([e.scores[method][m] for e in explained]) for m in measures}
-        report.scores[method] = {m: float(v.mean()) for m, v in values.items()}
+        values = {m: v[~np.isnan(v)] for m, v in values.items()}  # a text with no tau or bounds counts for none
+        report.scores[method] = {m: float(v.mean()) if len(v) else math.nan for m, v in values.items()}
         report.sem[method] = {
             m: float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0 for m, v in values.items()
         }
         curves = [e.scores[method]["curve"] for e in explained]
         report.curves[method] = np.mean(curves, axis=0).tolist() if curves else []
+    if rationales is not None:
+        report.plausible = add_plausibility(report, [e.attributions for e in explained], [rationales[i] for i in kept])
     for i, e in zip(kept[:EXAMPLES], explained, strict=False):
         report.examples.append(
             {
                 "tokens": list(tokens[i]),
                 "predicted": e.predicted,
+                "target": e.target,
                 "probability": e.probability,
                 "attributions": {m: np.round(a, 5).tolist() for m, a in e.attributions.items()},
                 "scores": {m: {q: v for q, v in s.items() if q != "curve"} for m, s in e.scores.items()},

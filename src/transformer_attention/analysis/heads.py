@@ -18,7 +18,8 @@ from torch import nn
 from torchmetrics.functional import spearman_corrcoef
 from tqdm import tqdm
 
-from ..inference import Passes, batched, forward_batches
+from ..inference import batched, forward_batches
+from .passes import Passes
 
 
 @dataclass

@@ -36,10 +36,17 @@ class Plan:
     def rows(self, name: str, splits: Mapping[str, Any]) -> tuple[list, list[int]]:
         """The token-id rows and labels analysis `name` reads from `splits` (split name -> an EncodedDataset:
         `.ids`, `.labels`): a sample drawn with the settings' seed, so a rerun (or the cost estimate) gets the same."""
-        split, size = (HEADS_SPLIT, self.heads_samples) if name == "heads" else (self.split, self.samples)
-        data = splits[split]
-        picked = sample(len(data.ids), size, self.settings.seed)
+        data, picked = self._picked(name, splits)
         return [data.ids[i] for i in picked], [data.labels[i] for i in picked]
+
+    def texts(self, name: str, splits: Mapping[str, Any]) -> list[str] | None:
+        """The texts of the rows `rows` gives (None when the split keeps none)."""
+        data, picked = self._picked(name, splits)
+        return None if getattr(data, "texts", None) is None else [data.texts[i] for i in picked]
+
+    def _picked(self, name: str, splits: Mapping[str, Any]) -> tuple[Any, list[int]]:
+        split, size = (HEADS_SPLIT, self.heads_samples) if name == "heads" else (self.split, self.samples)
+        return splits[split], sample(len(splits[split].ids), size, self.settings.seed)
 
 
 def analysis_settings(values: Mapping[str, Any] | AnalysisConfig | None) -> AnalysisConfig:

@@ -5,19 +5,23 @@ predict.py's pages (`explain_rows`). What they found is an `Analysis`; write.py 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tokenizers import Tokenizer
 from torch import nn
 
+from ..data.labels import names_or_ids
+from ..errors import ConfigError
 from .faithfulness import Explained, Faithfulness, explain_texts, faithfulness
 from .heads import HeadImportance, head_importance
 from .plan import Plan, analysis_settings
+from .plausibility import rationales_of
 from .removal import REMOVAL_PHRASES, replacement
 
-PAGE_METHODS = ("attention", "rollout", "integrated_gradients", "leave_one_out", "random")  # predict.py's pages
+# predict.py's pages
+PAGE_METHODS = ("attention", "rollout", "attention_norm", "integrated_gradients", "leave_one_out", "random")
 
 
 @dataclass
@@ -37,11 +41,18 @@ def run_analyses(
     splits: Mapping[str, Any],
     tokenizer: Tokenizer,
     progress: bool | None = None,
+    label_names: Sequence[str] | None = None,
+    deciding_words: Callable[[str], Sequence[bool]] | None = None,
 ) -> Analysis:
     """Run `chosen` (from `plan`) on `net`, a TransformerClassifier. `splits`: split name -> its rows (an
-    EncodedDataset: `.ids`, `.labels`). Samples are drawn with the settings' seed, so a rerun scores the same rows."""
+    EncodedDataset: `.ids`, `.labels`). Samples are drawn with the settings' seed, so a rerun scores the same rows.
+    `label_names`: the classes' names, for a `target` named by class; `deciding_words` (text -> one bool per
+    word: the toy set's) adds each method's plausibility."""
     s = chosen.settings
     result = Analysis(settings=asdict(s))
+    if "faithfulness" in chosen.names:  # a class that is not there fails before any work
+        texts, labels = chosen.rows("faithfulness", splits)
+        targets = target_classes(s.target, labels, label_names, net.head.out_features, len(texts))
     if "heads" in chosen.names:
         start = time.perf_counter()
         rows, labels = chosen.rows("heads", splits)
@@ -49,28 +60,55 @@ def run_analyses(
         result.seconds["heads"] = time.perf_counter() - start
     if "faithfulness" in chosen.names:
         start = time.perf_counter()
-        rows, _ = chosen.rows("faithfulness", splits)
         kind, mask_id = replacement(s.removal, tokenizer)
+        known = chosen.texts("faithfulness", splits) if deciding_words else None
+        rationales = None if known is None else rationales_of(known, texts, deciding_words, tokenizer)
         result.faithfulness = faithfulness(
-            net, rows,
-            tokens=[[tokenizer.id_to_token(int(t)) for t in row] for row in rows],
+            net, texts,
+            tokens=[[tokenizer.id_to_token(int(t)) for t in row] for row in texts],
             split=chosen.split, k=s.k, removal=kind, mask_id=mask_id,
-            ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size, progress=progress,
+            ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size, progress=progress, targets=targets,
+            rationales=rationales,
         )  # fmt: skip
         result.seconds["faithfulness"] = time.perf_counter() - start
     return result
 
 
+def target_classes(
+    target: str, labels: Sequence[int] | None, names: Sequence[str] | None, num_classes: int, rows: int
+) -> list[int] | None:
+    """The class each row's attributions explain: None for "predicted" (the model's), the rows' `labels` for "true",
+    or one class by its name in `names` (or its id). A ConfigError names a class that is not there."""
+    if target == "predicted":
+        return None
+    if target == "true":
+        if labels is None:
+            raise ConfigError("analysis.target=true: these texts have no labels; use predicted or a class name")
+        return [int(y) for y in labels]
+    known = names_or_ids(names, num_classes)
+    if target not in known:
+        raise ConfigError(
+            f"analysis.target={target!r} is not a class: use predicted, true or one of {', '.join(known)}"
+        )
+    return [known.index(target)] * rows
+
+
 def explain_rows(
-    net: nn.Module, rows: Sequence[Sequence[int]], tokenizer: Tokenizer, settings: Any
+    net: nn.Module,
+    rows: Sequence[Sequence[int]],
+    tokenizer: Tokenizer,
+    settings: Any,
+    label_names: Sequence[str] | None = None,
 ) -> tuple[list[Explained | None], str]:
     """Each row's attributions by PAGE_METHODS and their ERASER scores on it (None for a row with no word), and
-    how words were removed ("replaced by [MASK]" or "deleted"): what predict.py's attention pages show."""
+    how words were removed ("replaced by [MASK]" or "deleted"): what predict.py's attention pages show. The class
+    explained: the settings' `target` (predicted, or a class named in `label_names`)."""
     s = analysis_settings(settings)
     kind, mask_id = replacement(s.removal, tokenizer)
     keep = [i for i, row in enumerate(rows) if len(row) > 1]
+    targets = target_classes(s.target, None, label_names, net.head.out_features, len(keep))
     explained, _ = explain_texts(
-        net, [rows[i] for i in keep], k=s.k, mask_id=mask_id,
+        net, [rows[i] for i in keep], k=s.k, mask_id=mask_id, targets=targets,
         methods=PAGE_METHODS, ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size,
     )  # fmt: skip
     out: list[Explained | None] = [None] * len(rows)

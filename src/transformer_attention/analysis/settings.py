@@ -29,6 +29,7 @@ class AnalysisConfig:
     removal: str = "auto"  # auto: [MASK] when the tokenizer has it, else delete | mask | delete
     seed: int = 0  # the sample and the random ranking
     batch_size: int = 256  # rows per forward pass
+    target: str = "predicted"  # the class the attributions explain: predicted | true | a class name
 
 
 def check_analyses(names: Any, key: str = "analyses") -> list[str]:
@@ -69,6 +70,9 @@ def check_analysis_settings(values: dict, prefix: str = "analysis.") -> None:
                 f"{prefix}k={shown}: {f'{value:g}' if is_number(value) else repr(value)} is not a percentage in "
                 f"(0, 100), the share of a text's words kept or removed: e.g. {prefix}k=[10,20,50]"
             )
+    target = values.get("target", "predicted")
+    if not isinstance(target, str) or not target:
+        raise ConfigError(f"{prefix}target={target!r}: use predicted, true or a class name (e.g. {prefix}target=true)")
     removal = values.get("removal", "auto")
     if removal not in REMOVAL_CHOICES:
         raise ConfigError(

@@ -34,6 +34,7 @@ from ..analysis.run import Analysis, run_analyses
 from ..analysis.settings import check_analyses
 from ..analysis.write import images, summary, write_files
 from ..checks import is_number
+from ..data.toy import deciding_words_for
 from ..errors import ConfigError
 from ..files import shown
 from ..inference import probabilities
@@ -129,7 +130,10 @@ class ModelAnalysis(Callback):
             return
         start = time.perf_counter()
         net, weights = self.kept_model(trainer, pl_module)
-        self.result = run_analyses(net, self.plan, splits=dm.splits, tokenizer=dm.tokenizer, progress=self.progress)
+        self.result = run_analyses(
+            net, self.plan, splits=dm.splits, tokenizer=dm.tokenizer, progress=self.progress,
+            label_names=dm.label_names, deciding_words=deciding_words_for(dm),
+        )  # fmt: skip
         self.result.settings["weights"] = weights
         folder = Path(trainer.default_root_dir) / "analysis"
         keep_analysis(self.result, folder, trainer.loggers, trainer.global_step, label=weights)

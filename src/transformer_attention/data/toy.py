@@ -9,6 +9,7 @@ attention has something to find. Generation is deterministic for a given seed.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 POSITIVE = [
     "great",
@@ -146,3 +147,40 @@ def make_toy_splits(
         "train": TUTORIAL + items[n_val + n_test :],
     }
     return {name: {"text": [t for t, _ in rows], "label": [y for _, y in rows]} for name, rows in splits.items()}
+
+
+# the words that carry a toy review's label: sentiment words and verbs, and the negations that flip them
+CUES = {
+    *POSITIVE,
+    *NEGATIVE,
+    *LOVE,
+    *HATE,
+    "love",
+    "enjoy",
+    "like",
+    "hate",
+    "dislike",
+    "regret",
+    "not",
+    "never",
+    "hardly",
+}
+
+
+def deciding_words(text: str) -> list[bool]:
+    """Which of a toy review's words (split on spaces) decide its label, as the templates build it: the
+    sentiment words and negations of the deciding clause (after "but"; after the comma of "although ..., ...";
+    else the whole review). Intensifiers, subjects and the losing clause do not."""
+    words = text.split()
+    start = 0
+    if "but" in words:
+        start = words.index("but") + 1
+    elif words[:1] == ["although"] and "," in words:
+        start = words.index(",") + 1
+    return [i >= start and w in CUES for i, w in enumerate(words)]
+
+
+def deciding_words_for(data: object) -> Callable[[str], list[bool]] | None:
+    """`deciding_words` for a datamodule that reads the built-in toy set (name "toy", no files), else None."""
+    files = getattr(data, "path", None) or getattr(data, "data_files", None)
+    return deciding_words if getattr(data, "name", None) == "toy" and not files else None

@@ -96,6 +96,7 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         need_weights: bool = True,
         head_mask: torch.Tensor | None = None,
+        need_norms: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """query (B, Tq, D), key and value (B, Tk, D): key None means self-attention (key = value =
         query), value None means value = key. mask: broadcastable to (B, H, Tq, Tk).
@@ -103,13 +104,14 @@ class MultiHeadAttention(nn.Module):
         its entry before the heads are merged (0 masks it out; a float gate can carry a gradient).
 
         Returns out (B, Tq, D) and, when `need_weights`, the weights (B, H, Tq, Tk) before dropout (as
-        computed, also for a masked head).
+        computed, also for a masked head). `need_norms`: in the weights' place, the norm-weighted map
+        (`weighted_norms`), what each key moves into each query through each head.
         """
         q, k, v = (self._split_heads(t) for t in self._project(query, key, value))  # (B, H, T, Dk)
         B, _, Tq, _ = q.shape
         mask = expand_mask(mask, B, Tq, k.shape[-2])  # (B|1, H|1, Tq|1, Tk)
         weights = None
-        if need_weights or self.attention_impl == "math":
+        if need_weights or need_norms or self.attention_impl == "math":
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout=self.dropout)
         else:
             p = self.dropout.p if self.training else 0.0
@@ -117,7 +119,20 @@ class MultiHeadAttention(nn.Module):
         if head_mask is not None:
             out = out * head_gates(head_mask, B, self.num_heads).to(out.dtype)  # (B, H, Tq, Dk)
         out = out.transpose(1, 2).reshape(B, Tq, self.d_model)  # (B, Tq, D): the heads side by side
+        if need_norms:
+            return self.w_o(out), weighted_norms(weights, v, self.w_o.weight)
         return self.w_o(out), (weights if need_weights else None)
+
+
+def weighted_norms(weights: torch.Tensor, v: torch.Tensor, w_o: torch.Tensor) -> torch.Tensor:
+    """||alpha_ij f_h(x_j)|| (Kobayashi et al. 2020, "Attention is Not Only a Weight"): the length of what key j
+    moves into query i through head h, f_h(x) = (x W_V + b_V) W_O restricted to head h's slice of W_O (the
+    output bias is added once, not per key). weights (B, H, Tq, Tk), v (B, H, Tk, Dk), w_o an nn.Linear
+    weight (D, H * Dk); returns (B, H, Tq, Tk)."""
+    H, Dk = v.shape[1], v.shape[-1]
+    per_head = w_o.view(w_o.shape[0], H, Dk).permute(1, 2, 0)  # (H, Dk, D): head h's columns of W_O
+    moved = torch.einsum("bhtk,hkd->bhtd", v, per_head)  # (B, H, Tk, D): f_h(x_j)
+    return weights * moved.norm(dim=-1).unsqueeze(-2)  # (B, H, Tq, Tk): alpha_ij >= 0, so ||alpha f|| = alpha ||f||
 
 
 def head_gates(head_mask: torch.Tensor, B: int, H: int) -> torch.Tensor:

@@ -72,17 +72,20 @@ class TransformerClassifier(nn.Module):
         mask: torch.Tensor | None = None,
         need_weights: bool = False,
         head_mask: torch.Tensor | None = None,
+        need_norms: bool = False,
     ) -> ClassifierOutput:
         """tokens (B, T) long; mask (B, T) bool, True = real token (built from pad_id if None);
-        head_mask (L, H) or (B, L, H): 1 = the head takes part, 0 = its output is masked out."""
+        head_mask (L, H) or (B, L, H): 1 = the head takes part, 0 = its output is masked out;
+        need_norms: `attentions` holds the norm-weighted maps ||alpha_ij f(x_j)|| (MultiHeadAttention)."""
         if mask is None:
             mask = padding_mask(tokens, self.pad_id)  # (B, T)
         cls = self.config.pooling == "cls"
         # [CLS] pooling reads one row of the last layer: compute that row alone there (the maps
         # for need_weights want every row)
-        last_rows = 1 if cls and not need_weights else None
+        maps = need_weights or need_norms
+        last_rows = 1 if cls and not maps else None
         x, attentions = self.encode(
-            tokens, mask, need_weights=need_weights, last_rows=last_rows, head_mask=head_mask
+            tokens, mask, need_weights=need_weights, last_rows=last_rows, head_mask=head_mask, need_norms=need_norms
         )  # (B, T|1, D)
         if cls:
             pooled = x[:, 0]  # (B, D): the [CLS] token
@@ -98,12 +101,15 @@ class TransformerClassifier(nn.Module):
         need_weights: bool = False,
         last_rows: int | None = None,
         head_mask: torch.Tensor | None = None,
+        need_norms: bool = False,
     ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
         """Every token's vector from the last layer, (B, T, D) (the first `last_rows` rows only, if given):
         what the head pools, and what masked-language-model pretraining (pretraining.py) predicts words from."""
         x = self.embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T, D)
         x = self.pos_encoder(x)
-        return self.encoder(x, mask=mask, need_weights=need_weights, last_rows=last_rows, head_mask=head_mask)
+        return self.encoder(
+            x, mask=mask, need_weights=need_weights, last_rows=last_rows, head_mask=head_mask, need_norms=need_norms
+        )
 
 
 def _with_settings(config: EncoderConfig, settings: dict[str, Any]) -> EncoderConfig:

@@ -57,15 +57,20 @@ class TransformerEncoderLayer(nn.Module):
         need_weights: bool,
         rows: int | None,
         head_mask: torch.Tensor | None = None,
+        need_norms: bool = False,
     ):
         """Self-attention of the first `rows` positions (all when None) to every position."""
         if rows is None:
-            out, weights = self.self_attn(x, mask=mask, need_weights=need_weights, head_mask=head_mask)
+            out, weights = self.self_attn(
+                x, mask=mask, need_weights=need_weights, head_mask=head_mask, need_norms=need_norms
+            )
         else:
             B, T, _ = x.shape
             mask = expand_mask(mask, B, T, T)  # (B|1, 1|H, T|1, T)
             mask = None if mask is None else mask[..., :rows, :]  # (B|1, 1|H, rows|1, T)
-            out, weights = self.self_attn(x[:, :rows], x, mask=mask, need_weights=need_weights, head_mask=head_mask)
+            out, weights = self.self_attn(
+                x[:, :rows], x, mask=mask, need_weights=need_weights, head_mask=head_mask, need_norms=need_norms
+            )
         return self.dropout1(out), weights
 
     def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
@@ -78,20 +83,22 @@ class TransformerEncoderLayer(nn.Module):
         need_weights: bool = False,
         rows: int | None = None,
         head_mask: torch.Tensor | None = None,
+        need_norms: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """src (B, T, D) -> (B, T, D), and weights (B, H, T, T) when asked.
+        """src (B, T, D) -> (B, T, D), and weights (B, H, T, T) when asked (`need_norms`: the norm-weighted map).
 
         `rows`: compute only the first `rows` positions' outputs, (B, rows, D), still attending
         to every key; a classifier's last layer needs the [CLS] row alone.
         `head_mask`: (H,) or (B, H), 1 = the head takes part, 0 = its output is masked out (MultiHeadAttention).
         """
         x = src  # x[:, :rows] below is x itself when rows is None
+        maps = {"need_weights": need_weights, "need_norms": need_norms, "rows": rows, "head_mask": head_mask}
         if self.norm_first:
-            sa, weights = self._sa_block(self.norm1(x), mask, need_weights=need_weights, rows=rows, head_mask=head_mask)
+            sa, weights = self._sa_block(self.norm1(x), mask, **maps)
             x = x[:, :rows] + sa  # (B, rows|T, D)
             x = x + self._ff_block(self.norm2(x))
         else:
-            sa, weights = self._sa_block(x, mask, need_weights=need_weights, rows=rows, head_mask=head_mask)
+            sa, weights = self._sa_block(x, mask, **maps)
             x = self.norm1(x[:, :rows] + sa)  # (B, rows|T, D)
             x = self.norm2(x + self._ff_block(x))
         return x, weights
@@ -112,8 +119,10 @@ class TransformerEncoder(nn.Module):
         need_weights: bool = False,
         last_rows: int | None = None,
         head_mask: torch.Tensor | None = None,
+        need_norms: bool = False,
     ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
-        """src (B, T, D) -> (B, T, D), and one (B, H, T, T) weight tensor per layer when asked.
+        """src (B, T, D) -> (B, T, D), and one (B, H, T, T) weight tensor per layer when asked (`need_norms`:
+        the norm-weighted maps, MultiHeadAttention).
 
         `last_rows`: the last layer computes only the first `last_rows` positions, (B, last_rows, D).
         `head_mask`: (L, H) or (B, L, H) for L layers, 1 = the head takes part, 0 = masked out.
@@ -130,8 +139,10 @@ class TransformerEncoder(nn.Module):
         for i, layer in enumerate(self.layers):
             rows = last_rows if i == L - 1 else None
             gates = None if head_mask is None else head_mask[..., i, :]  # (H,) or (B, H)
-            x, weights = layer(x, mask=mask, need_weights=need_weights, rows=rows, head_mask=gates)
+            x, weights = layer(
+                x, mask=mask, need_weights=need_weights, rows=rows, head_mask=gates, need_norms=need_norms
+            )
             attentions.append(weights)
         if self.norm is not None:
             x = self.norm(x)
-        return x, (attentions if need_weights else None)
+        return x, (attentions if need_weights or need_norms else None)

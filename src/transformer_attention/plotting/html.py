@@ -14,12 +14,9 @@ the legends; a button saves the view on screen as an SVG picture.
 
 The page is package data (page/page.html, page/page.css and the ES modules page/*.js, linted by ESLint in
 .ci/run); every page inlines them and the data (as JSON, with the names shared with Python: the scales, the
-attribution methods' labels, what the pooled row is), so it opens from disk in any browser. The modules are
-joined into one script in the fixed order of MODULES (each after the modules it imports), their `import`
-lines dropped and `export` words removed, inside one function scope: no loader, no URL. The URL hash picks
-the initial view: `page.html#layer=1&heads=0,2&token=4` (`layer=rollout`, `mean=1` for the head mean, `key=3`
-to pin a key, `view=model|text|words`, `scale=row`, `series=layer-0-head-1` for the text tab, `method=rollout`
-for the word attributions).
+attribution methods' labels, what the pooled row is), so it opens from disk in any browser: the modules
+joined into one function scope in the order of MODULES, `import` lines dropped, `export` words removed. The URL
+hash picks the initial view (main.js), e.g. `page.html#layer=1&heads=0,2&token=4`.
 
 Everything that comes from the text is escaped: tokens travel in the JSON with `<`, `>`, `&` and `/`
 written as `\\u003c`... (so no token can close the script tag), and they reach the page through
@@ -68,6 +65,7 @@ def attention_html(
     pooling: str = "cls",
     scale: str = DEFAULT_SCALE,
     method_labels: Mapping[str, str] | None = None,
+    norms: Sequence[np.ndarray | torch.Tensor] | None = None,
 ) -> str:
     """The page for one text: `tokens` (T strings) and `attentions`, one (H, T, T) map per layer with
     padding cut off (what `predict(..., need_weights=True)` gives). `rollout` adds the attention rollout
@@ -77,7 +75,9 @@ def attention_html(
     `attributions` (method -> one value per token) add the word attributions view, with each method's
     `faithfulness` on this text (method -> comprehensiveness, sufficiency, aopc) under it and the note, each
     method named by `method_labels` (method -> label) where given. `pooling` ("cls" | "mean", the model's) picks
-    the row the text tab shades by; `scale` (scales.py) is the colour scale the page opens on."""
+    the row the text tab shades by; `scale` (scales.py) is the colour scale the page opens on. `norms` (the
+    norm-weighted maps, `predict(..., need_norms=True)`) add a "weight | weight x norm" switch to the head and
+    model views: each row of a norm map scaled to sum 1 (the share of what reaches the query), rollout of those."""
     check_scale(scale)
     if pooling not in POOLED_ROW:
         raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(map(repr, POOLED_ROW))}")
@@ -108,14 +108,15 @@ def attention_html(
                 raise ValueError(f"attributions[{method!r}] has {len(values)} values for {len(tokens)} tokens")
         data["attributions"] = {m: [float(f"{float(v):.4g}") for v in values[:n]] for m, values in attributions.items()}
         data["faithfulness"] = (
-            {m: {k: round(float(v), DECIMALS) for k, v in s.items()} for m, s in faithfulness.items()}
-            if faithfulness
-            else None
+            {m: {k: _rounded(v) for k, v in s.items()} for m, s in faithfulness.items()} if faithfulness else None
         )
         data["faithfulness_note"] = faithfulness_note or ""
     full = attention_rollout(attentions, residual=residual) if rollout else None  # (T, T), the whole text
     if full is not None:
         data["rollout"] = np.round(full[:n, :n].astype(np.float64), DECIMALS).tolist()
+    if norms is not None:
+        data["kinds"] = {"weight": {"layers": data["layers"], "rollout": data["rollout"]}, "norm": _norm_maps(
+            tokens, norms, max_tokens=max_tokens, rollout=rollout, residual=residual)}  # fmt: skip
     data["text"] = _text_tab(tokens, attentions, pooling=pooling, rollout=full, attributions=attributions or {})
     title = title or "attention"
     page, style, script = _assets()
@@ -127,6 +128,21 @@ def attention_html(
         "SCRIPT": script,
     }
     return re.sub(r"__(TITLE|CAPTION|DATA|STYLE|SCRIPT)__", lambda m: values[m.group(1)], page)  # one pass
+
+
+def _norm_maps(tokens, norms, *, max_tokens: int | None, rollout: bool, residual: float) -> dict:
+    """The norm-weighted maps as the page draws them: rows scaled to sum 1, cut like the weights, and their rollout."""
+    if len(norms) == 0:
+        raise ValueError("norms: one (H, T, T) norm-weighted map per layer, got none")
+    maps = [np.asarray(m, dtype=np.float64) for m in norms]  # (H, T, T) each
+    shares = [m / np.clip(m.sum(axis=-1, keepdims=True), 1e-12, None) for m in maps]  # rows sum to 1
+    layers = [attention_window(tokens, m, max_tokens)[1] for m in shares]  # (H, n, n) each
+    n = layers[0].shape[-1]
+    full = attention_rollout(shares, residual=residual)[:n, :n] if rollout else None
+    return {
+        "layers": [np.round(w, DECIMALS).tolist() for w in layers],
+        "rollout": None if full is None else np.round(full.astype(np.float64), DECIMALS).tolist(),
+    }
 
 
 def save_attention_html(
@@ -144,6 +160,11 @@ def read_attention_data(page: str) -> dict:
     start = page.index('<script type="application/json" id="attention-data">')
     start = page.index(">", start) + 1
     return json.loads(page[start : page.index("</script>", start)])
+
+
+def _rounded(v: float | None) -> float | None:
+    """A score to DECIMALS places; None for none (NaN: a text of one word has no agreement)."""
+    return None if v is None or np.isnan(v) else round(float(v), DECIMALS)
 
 
 def _text(s: str) -> str:

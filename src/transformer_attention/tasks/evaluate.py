@@ -19,6 +19,7 @@ from ..analysis.plan import HEADS_SPLIT, plan
 from ..analysis.run import Analysis, run_analyses
 from ..analysis.write import summary
 from ..callbacks.analysis import keep_analysis
+from ..data.toy import deciding_words_for
 from ..errors import CheckpointError
 from ..training.builders import TrainerBuilder, build_data, build_loggers, instantiate_group, logged_metrics, plain
 from ..training.checkpoint import load_module
@@ -60,7 +61,10 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     trainer.test(module, datamodule=datamodule, verbose=False)  # one table: the run's own
     if not chosen.names:
         return logged_metrics(trainer), None
-    result = run_analyses(module.net, chosen, splits=datamodule.splits, tokenizer=datamodule.tokenizer)
+    result = run_analyses(
+        module.net, chosen, splits=datamodule.splits, tokenizer=datamodule.tokenizer,
+        label_names=module.hparams.get("label_names"), deciding_words=deciding_words_for(datamodule),
+    )  # fmt: skip
     folder, label = Path(cfg.paths.output_dir) / "analysis", f"checkpoint {Path(cfg.ckpt_path).name}"
     keep_analysis(result, folder, trainer.loggers, trainer.global_step, label=label)
     return logged_metrics(trainer), result

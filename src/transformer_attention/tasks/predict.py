@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -23,7 +24,7 @@ from ..analysis.run import explain_rows
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError, InputError, printable
 from ..files import atomic_write
-from ..inference import Prediction, predict
+from ..inference import Prediction, infer, predict
 from ..plotting import ReviewText, paragraphs, plot_rollout, save_attention_html, save_attention_png, save_figure
 from ..plotting.scales import DEFAULT_SCALE, SCALES
 from ..plotting.words import POOLED_ROW
@@ -120,26 +121,30 @@ def save_attention_page(
     explained: Explained | None = None,
     removal: str = "",
     pooling: str = "cls",
+    norms: list | None = None,
 ) -> Path:
-    """The interactive attention view of one prediction (every layer, head and the rollout) and, when `explained`,
-    its word attributions with their faithfulness on this text: `<folder>/<index>.html`."""
+    """The interactive attention view of one prediction (every layer, head and the rollout; with `norms`, the
+    norm-weighted maps too) and, when `explained`, its word attributions with their faithfulness on this text:
+    `<folder>/<index>.html`."""
     probs = ", ".join(f"{name} {prob:.2f}" for name, prob in pred.probabilities.items())
     words = {}
     if explained is not None:
         k = ", ".join(m.split("@")[1] for m in next(iter(explained.scores.values())) if m.startswith("sufficiency@"))
         words = {
             "attributions": {m: a.tolist() for m, a in explained.attributions.items()},
-            "faithfulness": {m: {q: s[q] for q in MEASURES} for m, s in explained.scores.items()},
-            "faithfulness_note": f"this text's words {removal}; comprehensiveness and sufficiency: the mean over the "
-            f"top {k}% of its words",
+            "faithfulness": {m: {q: s.get(q) for q in MEASURES} for m, s in explained.scores.items()},
+            "faithfulness_note": f"for the class {list(pred.probabilities)[explained.target]}; this text's words "
+            f"{removal}; comprehensiveness and sufficiency: the mean over the top {k}% of its words",
         }
     return save_attention_html(
         folder / f"{index:04d}.html", pred.tokens, pred.attentions, title=pred.text, caption=f"{pred.label} ({probs})",
-        pooling=pooling, method_labels=LABELS, **words,
+        pooling=pooling, method_labels=LABELS, norms=norms, **words,
     )  # fmt: skip
 
 
-MEASURES = ("comprehensiveness", "sufficiency", "aopc")  # the page's table, per method
+# the page's table, per method
+MEASURES = ("comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients")
+MAP_KINDS = ("weight", "norm")  # what the PNGs draw: the weights, or weight x norm with each row scaled to sum 1
 ATTENTION_FORMATS = {False: (), "none": (), True: ("png",), "png": ("png",), "html": ("html",), "both": ("png", "html")}
 
 
@@ -159,6 +164,9 @@ def main(cfg: DictConfig) -> list[Prediction]:
     Missing texts (InputError) and an unusable checkpoint (CheckpointError) are raised for the entry
     point's error wrapper to print as one line."""
     formats = attention_formats(cfg.get("save_attention"))
+    kind = cfg.get("attention_map") or "weight"
+    if kind not in MAP_KINDS:
+        raise ConfigError(f"attention_map={kind}: not a map kind; use weight or norm (weight x norm, rows as shares)")
     scale = cfg.get("scale") or DEFAULT_SCALE
     if scale not in SCALES:
         raise ConfigError(
@@ -175,22 +183,28 @@ def main(cfg: DictConfig) -> list[Prediction]:
         batch_size=cfg.batch_size,
         max_length=cfg.get("max_length"),
     )
-    explained, removal = [None] * len(preds), ""
-    if "html" in formats:  # the pages' word attributions (analysis/): the model's own tokens back to its ids
-        tok = load_tokenizer(module.tokenizer_json)
-        rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
-        explained, removal = explain_rows(module.net, rows, tok, cfg.get("analysis"))
+    explained, removal, norms = [None] * len(preds), "", [None] * len(preds)
+    tok = load_tokenizer(module.tokenizer_json)
+    rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]  # the model's own tokens back to its ids
+    if "html" in formats or (formats and kind == "norm"):  # the norm-weighted maps, as the model computes them
+        norms = [r.attentions for r in infer(module, rows, need_norms=True, batch_size=cfg.batch_size)]
+    if "html" in formats:  # the pages' word attributions (analysis/)
+        names = module.hparams.get("label_names")
+        explained, removal = explain_rows(module.net, rows, tok, cfg.get("analysis"), label_names=names)
     run = Path(cfg.paths.output_dir)
     records, pooling = [], module.hparams.get("pooling", "cls")
     for i, p in enumerate(preds):
         record = p.to_dict()
         if "png" in formats:
             folder = run / "attention"
-            record["attention_png"] = [str(path) for path in save_attention_pngs(p, folder, i, pooling, scale)]
-            record["rollout_png"] = str(save_rollout_png(p, folder, i, pooling=pooling, scale=scale))
-            record["text_png"] = str(save_text_png(p, folder, i, pooling=pooling, scale=scale))
+            shares = None if kind == "weight" else [n / n.sum(-1, keepdim=True).clamp(min=1e-12) for n in norms[i]]
+            drawn = p if shares is None else replace(p, attentions=shares)  # weight x norm, each row's shares
+            record["attention_png"] = [str(path) for path in save_attention_pngs(drawn, folder, i, pooling, scale)]
+            record["rollout_png"] = str(save_rollout_png(drawn, folder, i, pooling=pooling, scale=scale))
+            record["text_png"] = str(save_text_png(drawn, folder, i, pooling=pooling, scale=scale))
         if "html" in formats:
-            record["attention_html"] = str(save_attention_page(p, run / "attention", i, explained[i], removal, pooling))
+            page = save_attention_page(p, run / "attention", i, explained[i], removal, pooling, norms=norms[i])
+            record["attention_html"] = str(page)
         records.append(json.dumps(record, ensure_ascii=False) + "\n")
     atomic_write(run / "predictions.jsonl", "".join(records))
     for p in preds:

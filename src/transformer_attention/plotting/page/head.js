@@ -63,11 +63,12 @@ export function buildTokens() {
 }
 
 function meanOf(layer) {
-  if (!means[layer]) {
+  const key = state.kind + ":" + layer;
+  if (!means[key]) {
     const maps = data.layers[Number(layer)];
-    means[layer] = maps[0].map((row, q) => row.map((_, k) => maps.reduce((s, map) => s + map[q][k], 0) / H));
+    means[key] = maps[0].map((row, q) => row.map((_, k) => maps.reduce((s, map) => s + map[q][k], 0) / H));
   }
-  return means[layer];
+  return means[key];
 }
 
 /* The series the head view draws now: the rollout alone, or the heads switched on and the mean. */

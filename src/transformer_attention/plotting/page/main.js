@@ -1,8 +1,9 @@
-/* The page's entry: tabs, the colour scale switch, the URL hash, the export button, and one draw() that
+/* The page's entry: tabs, the colour scale switch, the URL hash, the export buttons (SVG, PNG), and one draw() that
    every change of state ends in. The hash picks the initial view: #layer=1&heads=0,2&token=4 (layer=rollout,
    mean=1, key=3 to pin a key), view=model|text|words, scale=fixed|row|uniform, series=<a text tab choice>
-   (layer-1, layer-1-head-0, rollout, method-<name>), method=<name> for the word attributions tab. */
-import { data, state, L, T, H, onChange } from "./state.js";
+   (layer-1, layer-1-head-0, rollout, method-<name>), method=<name> for the word attributions tab, kind=norm
+   for the norm-weighted maps (when the page has them). */
+import { data, state, L, T, H, onChange, pickKind } from "./state.js";
 import { SVG_NS, byId, htmlNode } from "./dom.js";
 import { buildScaleSwitch, drawLegends } from "./scale.js";
 import { buildWords, drawWords, methods } from "./words.js";
@@ -12,6 +13,7 @@ import { buildModel, drawModel } from "./model.js";
 
 const VIEWS = ["head", "model", "text", "words"];
 const scaleSwitch = buildScaleSwitch();
+const kindSwitch = byId("kind");
 
 function draw() {
   VIEWS.forEach((view) => {
@@ -19,6 +21,7 @@ function draw() {
     byId("mode-" + view).className = state.view === view ? "tab on" : "tab";
   });
   scaleSwitch.value = state.scale;
+  kindSwitch.value = state.kind;
   drawLegends();
   drawHeadControls();
   drawHead();
@@ -37,6 +40,7 @@ function fromHash() {
     if (key === "view" && VIEWS.includes(value) && (value !== "words" || state.method)) { state.view = value; }
     if (key === "method" && methods.includes(value)) { state.method = value; }
     if (key === "scale" && value in data.names.scales) { state.scale = value; }
+    if (key === "kind") { pickKind(value); }
     if (key === "series") { pickSeries(value); }
     if ((key === "token" || key === "key") && value !== "" && t >= 0 && t < T) {
       state.pin = { side: key === "key" ? "key" : "query", index: t };
@@ -48,9 +52,9 @@ function fromHash() {
   });
 }
 
-/* The view on screen as a standalone SVG file (its markup in a foreignObject, the page's style inlined,
-   each canvas as a picture), saved by the browser's download. */
-function exportView() {
+/* The view on screen as a standalone SVG picture (its markup in a foreignObject, the page's style inlined,
+   each canvas as a picture): { svg, width, height }. */
+function viewSvg() {
   const view = byId(state.view + "-view"), box = view.getBoundingClientRect();
   const copy = htmlNode("div", "", "", null);
   [document.querySelector("h1"), document.querySelector(".caption"), view].forEach((node) => {
@@ -76,11 +80,36 @@ function exportView() {
     "\"><foreignObject width=\"100%\" height=\"100%\"><div xmlns=\"" + document.documentElement.namespaceURI +
     "\" style=\"font: 14px system-ui, sans-serif; background: #fff\"><style>" + style + "</style>" + body +
     "</div></foreignObject></svg>";
+  return { svg, width, height };
+}
+
+/* Hand `blob` to the browser's download, named after the text and the view. */
+function download(blob, kind) {
   const link = htmlNode("a", "", "", document.body);
-  link.setAttribute("download", (document.title || "attention") + " - " + state.view + " view.svg");
-  link.setAttribute("href", URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" })));
+  link.setAttribute("download", (document.title || "attention") + " - " + state.view + " view." + kind);
+  link.setAttribute("href", URL.createObjectURL(blob));
   link.click();
   link.remove();
+}
+
+function exportSvg() {
+  download(new Blob([viewSvg().svg], { type: "image/svg+xml" }), "svg");
+}
+
+/* The same picture as a PNG at twice the screen's pixels: the SVG drawn onto a canvas. */
+function exportPng() {
+  const { svg, width, height } = viewSvg(), image = new Image(), scale = 2;
+  image.onload = () => {
+    const canvas = document.createElement("canvas");
+    canvas.width = width * scale;
+    canvas.height = height * scale;
+    const ctx = canvas.getContext("2d");
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(0, 0, canvas.width, canvas.height);
+    ctx.drawImage(image, 0, 0, canvas.width, canvas.height);
+    canvas.toBlob((blob) => download(blob, "png"), "image/png");
+  };
+  image.setAttribute("src", "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg));
 }
 
 buildHeadControls();
@@ -90,7 +119,10 @@ buildWords();
 buildText();
 VIEWS.forEach((view) => byId("mode-" + view).addEventListener("click", () => { state.view = view; draw(); }));
 scaleSwitch.addEventListener("change", () => { state.scale = scaleSwitch.value; draw(); });
-byId("export").addEventListener("click", exportView);
+byId("kind-switch").hidden = !data.kinds;
+kindSwitch.addEventListener("change", () => { pickKind(kindSwitch.value); draw(); });
+byId("export").addEventListener("click", exportSvg);
+byId("export-png").addEventListener("click", exportPng);
 fromHash();
 onChange(draw);
 window.addEventListener("hashchange", () => { fromHash(); draw(); });

@@ -8,7 +8,12 @@ import { ramp, scaledRows } from "./scale.js";
 const MAP_PX = 120, MIN_CELL_PX = 3;
 const CELL_PX = Math.max(MIN_CELL_PX, Math.floor(MAP_PX / T));
 const maps = [];
-let drawnScale = null;
+let drawn = null;
+
+/* The map a canvas shows, of the kind picked now (state.pickKind swaps data.layers and data.rollout). */
+function mapOf(layer, h) {
+  return layer === "rollout" ? data.rollout : data.layers[Number(layer)][h];
+}
 
 function openMap(layer, head) {
   state.layer = layer;
@@ -33,7 +38,7 @@ export function buildModel() {
   if (data.rollout) { rows.push({ name: "rollout", layer: "rollout", maps: [data.rollout] }); }
   rows.forEach((row) => {
     htmlNode("div", "rowhead", row.name, grid);
-    row.maps.forEach((map, h) => {
+    row.maps.forEach((_, h) => {
       const canvas = htmlNode("canvas", "map", "", grid);
       const name = row.name + (row.layer === "rollout" ? "" : ", head " + h);
       canvas.width = canvas.height = T;
@@ -46,9 +51,10 @@ export function buildModel() {
         const r = canvas.getBoundingClientRect(), n = r.width / T;
         const q = Math.min(T - 1, Math.floor((ev.clientY - r.top) / n));
         const k = Math.min(T - 1, Math.floor((ev.clientX - r.left) / n));
-        hint.textContent = name + ": " + quoted(tokens[q]) + " reads " + quoted(tokens[k]) + " " + map[q][k].toFixed(3);
+        const v = mapOf(row.layer, h)[q][k];
+        hint.textContent = name + ": " + quoted(tokens[q]) + " reads " + quoted(tokens[k]) + " " + v.toFixed(3);
       });
-      maps.push([canvas, map]);
+      maps.push([canvas, row.layer, h]);
     });
     for (let h = row.maps.length; h < H; h++) { htmlNode("div", "", "", grid); }
   });
@@ -56,15 +62,15 @@ export function buildModel() {
 
 /* Paint every map's cells (only when the scale changed) and outline the maps the head view shows. */
 export function drawModel() {
-  if (drawnScale !== state.scale) {
-    maps.forEach(([canvas, map]) => {
+  if (drawn !== state.scale + ":" + state.kind) {
+    maps.forEach(([canvas, layer, h]) => {
       const ctx = canvas.getContext("2d"), image = ctx.createImageData(T, T);
-      scaledRows(map, state.scale).forEach((row, q) => row.forEach((v, k) => {
+      scaledRows(mapOf(layer, h), state.scale).forEach((row, q) => row.forEach((v, k) => {
         image.data.set([...ramp(v), 255], 4 * (q * T + k));
       }));
       ctx.putImageData(image, 0, 0);
     });
-    drawnScale = state.scale;
+    drawn = state.scale + ":" + state.kind;
   }
   const rollout = state.layer === "rollout";
   maps.forEach(([canvas]) => {

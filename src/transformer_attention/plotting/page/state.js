@@ -15,6 +15,7 @@ export const state = {
   hover: null,
   pin: { side: "query", index: 0 },
   scale: data.names.scale,
+  kind: "weight",
   series: null,
   method: null,
 };
@@ -23,6 +24,15 @@ const listeners = [];
 
 export function onChange(listener) {
   listeners.push(listener);
+}
+
+/* The maps the head and model views draw: the weights, or the norm-weighted maps (when the page has them). */
+export function pickKind(kind) {
+  if (!data.kinds || !(kind in data.kinds)) { return false; }
+  state.kind = kind;
+  data.layers = data.kinds[kind].layers;
+  data.rollout = data.kinds[kind].rollout;
+  return true;
 }
 
 export function changed() {

@@ -6,7 +6,8 @@ import { byId, htmlNode, quoted } from "./dom.js";
 
 export const FOR = [31, 119, 180], AGAINST = [255, 127, 14];
 export const methods = data.attributions ? Object.keys(data.attributions) : [];
-const MEASURES = ["comprehensiveness", "sufficiency", "aopc"];
+const MEASURES = ["comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients"];
+const HEADS = ["comprehensiveness", "sufficiency", "AOPC", "nAOPC", "tau LOO", "tau IG"];
 const wordSpans = [];
 
 export function methodName(m) {
@@ -40,16 +41,24 @@ export function buildWords() {
   if (!data.faithfulness) { return; }
   const table = byId("faithfulness");
   let row = htmlNode("tr", "", "", table);
-  ["method", "comprehensiveness", "sufficiency", "AOPC"].forEach((name) => htmlNode("th", "", name, row));
+  const shown = MEASURES.map((key, i) => [key, HEADS[i]]).filter(([key]) =>
+    methods.some((m) => data.faithfulness[m] && key in data.faithfulness[m]));  /* the measures the page has */
+  ["method", ...shown.map(([, head]) => head)].forEach((name) => htmlNode("th", "", name, row));
   methods.forEach((m) => {
     const scores = data.faithfulness[m];
     if (!scores) { return; }
     row = htmlNode("tr", "", "", table);
     row.setAttribute("data-method", m);
     htmlNode("td", "", methodName(m), row);
-    MEASURES.forEach((key) => htmlNode("td", "", scores[key].toFixed(3), row));
+    shown.forEach(([key]) => htmlNode("td", "", cell(key, scores[key]), row));
   });
   if (data.faithfulness_note) { htmlNode("caption", "", data.faithfulness_note, table); }
+}
+
+/* A score to three decimals; "-" where the text has none (one word, no bounds); a tau of 1 says "identical". */
+function cell(key, value) {
+  if (value === null || value === undefined) { return "-"; }
+  return key.startsWith("tau_") && value === 1 ? "1 (identical)" : value.toFixed(3);
 }
 
 export function drawWords() {

@@ -1,0 +1,69 @@
+"""Plausibility: how well each method's ranking finds the words known to decide a text (the toy set's generator
+knows them: data/toy.py `deciding_words`), as ferret scores explanations against human rationales:
+
+- AUPRC: the area under the precision-recall curve of the method's scores over the text's tokens ([CLS] left
+  out) against the deciding tokens (scikit-learn's average precision);
+- precision@k: the share of the deciding tokens among the method's top k tokens, k = how many there are.
+
+A text whose words are all deciding, or none, says nothing and is left out. Shapes: T tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from sklearn.metrics import average_precision_score
+from tokenizers import Tokenizer
+
+from .report import Faithfulness
+
+
+def token_rationale(text: str, words: Sequence[bool], tokenizer: Tokenizer, length: int) -> np.ndarray | None:
+    """Each of a row's `length` tokens marked True when the word it comes from decides (`words`, one per word
+    split on spaces); None when the tokenizer's words do not line up with them or with the row."""
+    word_ids = tokenizer.encode(text).word_ids[:length]
+    if len(word_ids) != length or max((w for w in word_ids if w is not None), default=-1) >= len(words):
+        return None
+    return np.array([w is not None and bool(words[w]) for w in word_ids])
+
+
+def text_scores(scores: np.ndarray, deciding: np.ndarray) -> dict[str, float] | None:
+    """AUPRC and precision@k of one method's (T,) `scores` against the (T,) `deciding` tokens ([CLS] left out)."""
+    truth, values = deciding[1:], np.asarray(scores[1:], dtype=np.float64)
+    k = int(truth.sum())
+    if k == 0 or k == len(truth):
+        return None
+    top = np.argsort(-values, kind="stable")[:k]
+    return {"auprc": float(average_precision_score(truth, values)), "precision_at_k": float(truth[top].mean())}
+
+
+def add_plausibility(
+    report: Faithfulness, attributions: Sequence[dict[str, np.ndarray]], rationales: Sequence[np.ndarray | None]
+) -> int:
+    """Each method's mean AUPRC and precision@k (with standard errors) over the texts that have a (T,) rationale
+    into `report`'s scores; returns how many texts were scored."""
+    found: dict[str, dict[str, list[float]]] = {}
+    scored = 0
+    for methods, deciding in zip(attributions, rationales, strict=True):
+        per = None if deciding is None else {m: text_scores(a, deciding) for m, a in methods.items()}
+        if per is None or any(v is None for v in per.values()):
+            continue
+        scored += 1
+        for method, values in per.items():
+            for measure, v in values.items():
+                found.setdefault(method, {}).setdefault(measure, []).append(v)
+    for method, measures in found.items():
+        for measure, values in measures.items():
+            v = np.array(values)
+            report.scores[method][measure] = float(v.mean())
+            report.sem[method][measure] = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
+    return scored
+
+
+def rationales_of(
+    texts: Sequence[str], rows: Sequence[Sequence[int]], words: Callable[[str], Sequence[bool]], tokenizer: Tokenizer
+) -> list[np.ndarray | None]:
+    """Each row's deciding tokens (`token_rationale`) from its text's deciding words (`words(text)`)."""
+    return [token_rationale(t, words(t), tokenizer, len(r)) for t, r in zip(texts, rows, strict=True)]

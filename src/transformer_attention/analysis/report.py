@@ -1,0 +1,82 @@
+"""Faithfulness, the report of faithfulness.py: each method's scores averaged over the texts, as JSON, a markdown
+table and console lines."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .removal import REMOVAL_PHRASES
+
+CURVE = tuple(range(0, 101, 10))  # the deletion curve: % of a text's words removed
+
+
+@dataclass
+class Faithfulness:
+    """Each method's ERASER scores, averaged over the texts (`scores`) with their standard errors (`sem`)."""
+
+    split: str
+    texts: int
+    removal: str  # "mask" or "delete"
+    k: list[float]
+    ig_error: float  # Integrated Gradients' mean relative completeness error
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # method -> measure -> mean
+    sem: dict[str, dict[str, float]] = field(default_factory=dict)
+    curves: dict[str, list[float]] = field(default_factory=dict)  # method -> mean drop at each CURVE point
+    examples: list[dict] = field(default_factory=list)
+    plausible: int = 0  # texts whose deciding words are known (the toy set), scored for plausibility
+
+    def to_dict(self) -> dict:
+        return {
+            "split": self.split,
+            "texts": self.texts,
+            "removal": self.removal,
+            "removal_means": REMOVAL_PHRASES[self.removal],
+            "k": self.k,
+            "curve_percent": list(CURVE),
+            "integrated_gradients_completeness_error": self.ig_error,
+            "scores": self.scores,
+            "sem": self.sem,
+            "deletion_curves": self.curves,
+            "plausibility_texts": self.plausible,
+            "examples": self.examples,
+        }
+
+    def table(self) -> list[str]:
+        """The summary as a markdown table: one row per method, best AOPC first; agreement as mean +- standard error,
+        "= (identical)" when the rankings are the same on every text."""
+        extra = {"naopc": "nAOPC", "tau_leave_one_out": "tau LOO", "tau_integrated_gradients": "tau IG",
+                 "auprc": "AUPRC", "precision_at_k": "P@k"}  # fmt: skip
+        shown = [m for m in extra if any(m in s for s in self.scores.values())]
+        head = ["method", *(f"compr. {k:g}%" for k in self.k), "compr.", *(f"suff. {k:g}%" for k in self.k), "suff."]
+        head += ["AOPC", *(extra[m] for m in shown)]
+        rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
+            s, e = self.scores[method], self.sem[method]
+            cells = [s[f"comprehensiveness@{k:g}"] for k in self.k] + [s["comprehensiveness"]]
+            cells += [s[f"sufficiency@{k:g}"] for k in self.k] + [s["sufficiency"], s["aopc"]]
+            text = [f"{v:.3f}" for v in cells] + [_cell(s.get(m), e.get(m), tau=m.startswith("tau")) for m in shown]
+            rows.append(f"| {method} | " + " | ".join(text) + " |")
+        return rows
+
+    def summary(self) -> list[str]:
+        """A few aligned lines for the console: comprehensiveness, sufficiency, AOPC and nAOPC per method."""
+        ks = ", ".join(f"{k:g}" for k in self.k)
+        lines = [
+            f"{'method':<24}{'compr.':>8}{'suff.':>8}{'AOPC':>8}{'nAOPC':>8}   (compr., suff.: mean over k = {ks}%)"
+        ]
+        for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
+            s = self.scores[method]
+            values = (s["comprehensiveness"], s["sufficiency"], s["aopc"], s.get("naopc", math.nan))
+            lines.append(f"{method:<24}" + "".join(f"{v:>8.3f}" for v in values))
+        return lines
+
+
+def _cell(mean: float | None, sem: float | None, tau: bool) -> str:
+    """A mean with its standard error; a `tau` of "1 (identical)" when every text ranks the words the same; "-" for
+    none."""
+    if mean is None or math.isnan(mean):
+        return "-"
+    if tau and mean > 1 - 1e-9 and (sem or 0.0) < 1e-9:  # every text's tau 1, up to rounding
+        return "1 (identical)"
+    return f"{mean:.3f} ± {sem or 0.0:.3f}"
