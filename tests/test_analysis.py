@@ -294,6 +294,28 @@ def test_plausibility_scores_rankings_against_the_deciding_tokens():
     assert report.scores["m"]["precision_at_k"] == 0.5 and report.sem["m"]["precision_at_k"] == pytest.approx(0.5)
 
 
+def test_tau_and_auprc_equal_scipy_and_scikit_learn_with_ties():
+    """The NumPy tau-b and torchmetrics' AUPRC the analysis uses, against scipy's and scikit-learn's, on texts whose
+    scores tie (rounded to one decimal)."""
+    from scipy.stats import kendalltau
+    from sklearn.metrics import average_precision_score
+
+    from transformer_attention.analysis.agreement import kendall_tau_b
+
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 17, 60):
+        for _ in range(10):
+            x, y = np.round(rng.random(n), 1), np.round(rng.random(n), 1)
+            expected = kendalltau(x, y).statistic
+            got = kendall_tau_b(x, y)
+            assert (math.isnan(got) and math.isnan(expected)) or got == pytest.approx(expected, abs=1e-12)
+            deciding = rng.random(n) < 0.4
+            deciding[0], deciding[1] = False, True  # [CLS] never scored; at least one deciding word
+            scores = text_scores(x, deciding)
+            if scores is not None:
+                assert scores["auprc"] == pytest.approx(average_precision_score(deciding[1:], x[1:]), abs=1e-6)
+
+
 def test_agreement_is_kendalls_tau_with_the_references_words_only():
     loo = np.array([9.0, 0.1, 0.5, 0.3, 0.2])  # [CLS] first: never ranked
     scores = {"leave_one_out": loo, "same": loo * 3 + 1, "reversed": -loo, "flat": np.ones(5)}
@@ -378,6 +400,13 @@ def test_faithfulness_makes_the_passes_it_says(method: str):
     faithfulness(net, rows, tokens=tokens, split="validation", mask_id=MASK_ID, methods=[method], **options)
     said = faithfulness_passes(rows, methods=[method], **options)
     assert made == {"forward": said.forward, "backward": said.backward}
+    made.update(forward=0, backward=0)  # without nAOPC: no bounds searched, none counted, none reported
+    found = faithfulness(
+        net, rows, tokens=tokens, split="validation", mask_id=MASK_ID, methods=[method], normalized=False, **options
+    )
+    said = faithfulness_passes(rows, methods=[method], normalized=False, **options)
+    assert made == {"forward": said.forward, "backward": said.backward}
+    assert math.isnan(found.scores[method]["naopc"]) and "nAOPC" not in found.table()[0]
     made.update(forward=0, backward=0)
     faithfulness(net, rows, tokens=tokens, split="validation", mask_id=MASK_ID, methods=ATTRIBUTIONS, **options)
     said = faithfulness_passes(rows, methods=ATTRIBUTIONS, **options)
@@ -398,9 +427,8 @@ def test_the_cost_estimate_sums_the_passes_the_analyses_say(monkeypatch):
     texts, _ = callback.plan.rows("faithfulness", splits)
     assert len(heads_rows) == 5 and len(texts) == 3
     tokens = heads_passes(5, num_layers=1, num_heads=2).cost * np.mean([len(r) for r in heads_rows])
-    tokens += faithfulness_passes(texts, k=[25, 50], methods=ATTRIBUTIONS, ig_steps=8).cost * np.mean(
-        [len(r) for r in texts]
-    )
+    said = faithfulness_passes(texts, k=[25, 50], methods=ATTRIBUTIONS, ig_steps=8, normalized=False)
+    tokens += said.cost * np.mean([len(r) for r in texts])  # the end of fit leaves nAOPC's bounds out
     assert callback.estimate(net, splits) == pytest.approx(tokens * per_token)
 
 

@@ -25,7 +25,8 @@ from tqdm import tqdm
 
 from ..inference import probabilities
 from . import attributions
-from .agreement import agreement, aopc_bounds, bounds_passes, normalized
+from .agreement import agreement, aopc_bounds, bounds_passes
+from .agreement import normalized as normalized_aopc
 from .attributions import ATTRIBUTIONS, attribute
 from .passes import Passes
 from .plausibility import add_plausibility
@@ -92,7 +93,9 @@ def eraser_scores(
     return results
 
 
-def passes(rows: Sequence[Sequence[int]], *, k: Sequence[float], methods: Sequence[str], ig_steps: int) -> Passes:
+def passes(
+    rows: Sequence[Sequence[int]], *, k: Sequence[float], methods: Sequence[str], ig_steps: int, normalized: bool = True
+) -> Passes:
     """The model work of `faithfulness` (and `explain_texts`) on `rows`, those with no word left out: each text
     for the class it predicts, its attributions (`attributions.passes`), and the texts `eraser_scores` scores
     (the text, and per method one per distinct number of words removed or kept). At most that: a removal two
@@ -104,7 +107,7 @@ def passes(rows: Sequence[Sequence[int]], *, k: Sequence[float], methods: Sequen
         removed = {top_count(j, n) for j in CURVE} | {top_count(q, n) for q in k}  # 0: the text itself
         kept = {top_count(q, n) for q in k}  # n: the text itself
         scored += 1 + len(methods) * (len(removed - {0}) + len(kept - {n}))
-    total = Passes(forward=len(texts) + scored) + bounds_passes(texts)
+    total = Passes(forward=len(texts) + scored) + (bounds_passes(texts) if normalized else Passes())
     return total + attributions.passes(texts, methods=methods, ig_steps=ig_steps)
 
 
@@ -133,6 +136,7 @@ def explain_texts(
     batch_size: int = 256,
     progress: bool | None = None,
     targets: Sequence[int] | None = None,
+    normalized: bool = True,
 ) -> tuple[list[Explained], float]:
     """Attribute every text of `rows` (token ids, [CLS] first, at least one word each) to the class the model
     predicts for it, or to its class in `targets` (attributions.py), and score each method on it for that class
@@ -152,14 +156,16 @@ def explain_texts(
         )  # fmt: skip
         scores = eraser_scores(net, chunk, wanted, found, k=k, mask_id=mask_id, batch_size=batch_size)
         full = [float(p[y]) for p, y in zip(probs, wanted, strict=True)]
-        bounds = aopc_bounds(
-            net, chunk, wanted, full, mask_id=mask_id, curve=CURVE, count=top_count, batch_size=batch_size
+        bounds = (
+            aopc_bounds(net, chunk, wanted, full, mask_id=mask_id, curve=CURVE, count=top_count, batch_size=batch_size)
+            if normalized
+            else [(math.nan, math.nan)] * len(chunk)  # no nAOPC: its search is the costliest part
         )
         for text, found_text, (lower, upper) in zip(scores, found, bounds, strict=True):
             aopcs = [text[m]["aopc"] for m in text]  # a method's order that beats the search widens the bounds
             lower, upper = min(lower, *aopcs), max(upper, *aopcs)  # NaN (no search) stays NaN
             for method, agree in agreement(found_text).items():
-                text[method].update(agree, naopc=normalized(text[method]["aopc"], lower, upper))
+                text[method].update(agree, naopc=normalized_aopc(text[method]["aopc"], lower, upper))
         out += [
             Explained(predicted=c, probability=float(p[y]), attributions=a, scores=s, target=y)
             for c, y, p, a, s in zip(predicted, wanted, probs, found, scores, strict=True)

@@ -14,8 +14,9 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from sklearn.metrics import average_precision_score
+import torch
 from tokenizers import Tokenizer
+from torchmetrics.functional.classification import binary_average_precision
 
 from .report import Faithfulness
 
@@ -36,7 +37,8 @@ def text_scores(scores: np.ndarray, deciding: np.ndarray) -> dict[str, float] | 
     if k == 0 or k == len(truth):
         return None
     top = np.argsort(-values, kind="stable")[:k]
-    return {"auprc": float(average_precision_score(truth, values)), "precision_at_k": float(truth[top].mean())}
+    auprc = binary_average_precision(torch.from_numpy(values), torch.from_numpy(truth.astype(np.int64)))
+    return {"auprc": float(auprc), "precision_at_k": float(truth[top].mean())}
 
 
 def add_plausibility(

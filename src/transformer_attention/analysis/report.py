@@ -47,7 +47,7 @@ class Faithfulness:
         "= (identical)" when the rankings are the same on every text."""
         extra = {"naopc": "nAOPC", "tau_leave_one_out": "tau LOO", "tau_integrated_gradients": "tau IG",
                  "auprc": "AUPRC", "precision_at_k": "P@k"}  # fmt: skip
-        shown = [m for m in extra if any(m in s for s in self.scores.values())]
+        shown = [m for m in extra if self._measured(m)]  # nAOPC, when its bounds were searched
         head = ["method", *(f"compr. {k:g}%" for k in self.k), "compr.", *(f"suff. {k:g}%" for k in self.k), "suff."]
         head += ["AOPC", *(extra[m] for m in shown)]
         rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -61,15 +61,17 @@ class Faithfulness:
 
     def summary(self) -> list[str]:
         """A few aligned lines for the console: comprehensiveness, sufficiency, AOPC and nAOPC per method."""
-        ks = ", ".join(f"{k:g}" for k in self.k)
-        lines = [
-            f"{'method':<24}{'compr.':>8}{'suff.':>8}{'AOPC':>8}{'nAOPC':>8}   (compr., suff.: mean over k = {ks}%)"
-        ]
+        ks, measures = ", ".join(f"{k:g}" for k in self.k), ["comprehensiveness", "sufficiency", "aopc"]
+        measures += ["naopc"] if self._measured("naopc") else []
+        names = "".join(f"{n:>8}" for n in ("compr.", "suff.", "AOPC", "nAOPC")[: len(measures)])
+        lines = [f"{'method':<24}{names}   (compr., suff.: mean over k = {ks}%)"]
         for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
-            s = self.scores[method]
-            values = (s["comprehensiveness"], s["sufficiency"], s["aopc"], s.get("naopc", math.nan))
-            lines.append(f"{method:<24}" + "".join(f"{v:>8.3f}" for v in values))
+            lines.append(f"{method:<24}" + "".join(f"{self.scores[method][m]:>8.3f}" for m in measures))
         return lines
+
+    def _measured(self, measure: str) -> bool:
+        """Whether any method has a value of `measure` (nAOPC has none when its bounds were not searched)."""
+        return any(not math.isnan(s.get(measure, math.nan)) for s in self.scores.values())
 
 
 def _cell(mean: float | None, sem: float | None, tau: bool) -> str:

@@ -68,7 +68,7 @@ def run_analyses(
             tokens=[[tokenizer.id_to_token(int(t)) for t in row] for row in texts],
             split=chosen.split, k=s.k, removal=kind, mask_id=mask_id,
             ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size, progress=progress, targets=targets,
-            rationales=rationales,
+            rationales=rationales, normalized=s.normalized,
         )  # fmt: skip
         result.seconds["faithfulness"] = time.perf_counter() - start
     return result

@@ -30,6 +30,7 @@ class AnalysisConfig:
     seed: int = 0  # the sample and the random ranking
     batch_size: int = 256  # rows per forward pass
     target: str = "predicted"  # the class the attributions explain: predicted | true | a class name
+    normalized: bool = True  # normalized AOPC: greedy bounds, n (n + 1) passes per text of n <= 64 words
 
 
 def check_analyses(names: Any, key: str = "analyses") -> list[str]:
