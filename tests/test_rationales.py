@@ -27,6 +27,8 @@ def test_a_rationale_is_a_list_of_words_or_one_flag_per_whitespace_word():
     assert rationale_flags(["good", "NOT"], text, "f") == [True, True, False, False]  # punctuation, case ignored
     assert rationale_flags('["good"]', text, "f") == [False, True, False, False]  # a CSV cell: JSON
     assert rationale_flags("at all", text, "f") == [False, False, True, True]  # a plain string: its words
+    assert rationale_flags(["good at"], "good, good at all", "f") == [False, True, True, False]  # a phrase: its run
+    assert rationale_flags(["good"], "good, good at all", "f") == [True, True, False, False]  # a word: every one
     assert rationale_flags([0, 1, 0, 1], text, "f") == [False, True, False, True]
     assert rationale_flags(np.array([1, 0, 0, 0]), text, "f") == [True, False, False, False]  # parquet's lists
     for bad, says in [

@@ -1,10 +1,10 @@
 """A dataset's rationales (`data.rationale_column`): the words known to decide each text, read as one flag per
 whitespace word, which the analysis scores plausibility against (analysis/plausibility.py).
 
-A row's value is either a list of the deciding words (matched to the text's whitespace words lowercased, with
-the punctuation around them stripped) or a 0/1 list with one flag per whitespace word. In a CSV file, where a
-cell is a string, write the list as JSON (`["dull", "not"]`, `[0, 1, 1]`); a plain string is split on spaces
-as a list of words.
+A row's value is either a list of the deciding words or phrases (matched to runs of the text's whitespace words
+lowercased, with the punctuation around them stripped) or a 0/1 list with one flag per whitespace word. In a CSV
+file, where a cell is a string, write the list as JSON (`["dull", "not"]`, `[0, 1, 1]`); a plain string is split
+on spaces as a list of words.
 """
 
 from __future__ import annotations
@@ -44,12 +44,16 @@ def rationale_flags(value: Any, text: str, where: str) -> list[bool]:
         return [bool(v) for v in value]
     if not all(isinstance(v, str) for v in value):
         raise DataError(f"{where}: rationale {value!r} mixes words and other values; {FIX}")
-    wanted = {_word(v) for v in value if _word(v)}
-    present = {_word(w) for w in words}
-    missing = sorted(wanted - present)
+    present, flags, missing = [_word(w) for w in words], [False] * len(words), []
+    for item in value:  # a word marks each of its occurrences; a phrase, each run of its words
+        phrase = [_word(w) for w in item.split() if _word(w)]
+        starts = [i for i in range(len(present) - len(phrase) + 1) if phrase and present[i : i + len(phrase)] == phrase]
+        missing += [item] if phrase and not starts else []
+        for i in starts:
+            flags[i : i + len(phrase)] = [True] * len(phrase)
     if missing:
         raise DataError(f"{where}: rationale words {missing} are not words of the text {text[:60]!r}; {FIX}")
-    return [_word(w) in wanted for w in words]
+    return flags
 
 
 def _is_json(value: str) -> bool:
