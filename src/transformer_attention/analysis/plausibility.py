@@ -1,5 +1,6 @@
 """Plausibility: how well each method's ranking finds the words known to decide a text (the toy set's generator
-knows them: data/toy.py `deciding_words`), as ferret scores explanations against human rationales:
+knows them: data/toy.py `deciding_words`; a dataset that ships rationales names them in `data.rationale_column`:
+data/rationales.py), as ferret scores explanations against human rationales:
 
 - AUPRC: the area under the precision-recall curve of the method's scores over the text's tokens ([CLS] left
   out) against the deciding tokens (scikit-learn's average precision);
@@ -10,7 +11,10 @@ A text whose words are all deciding, or none, says nothing and is left out. Shap
 
 from __future__ import annotations
 
+import bisect
 import math
+import re
+import string
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -21,13 +25,25 @@ from torchmetrics.functional.classification import binary_average_precision
 from .report import Faithfulness
 
 
-def token_rationale(text: str, words: Sequence[bool], tokenizer: Tokenizer, length: int) -> np.ndarray | None:
-    """Each of a row's `length` tokens marked True when the word it comes from decides (`words`, one per word
-    split on spaces); None when the tokenizer's words do not line up with them or with the row."""
-    word_ids = tokenizer.encode(text).word_ids[:length]
-    if len(word_ids) != length or max((w for w in word_ids if w is not None), default=-1) >= len(words):
+def token_rationale(text: str, words: Sequence[bool] | None, tokenizer: Tokenizer, length: int) -> np.ndarray | None:
+    """Each of a row's `length` tokens marked True when the whitespace word it comes from decides (`words`, one
+    per word split on spaces; a token is placed by where it starts in `text`, and punctuation decides nothing);
+    None when `words` is None or does not line up with the text's words, or the tokens with the row."""
+    if words is None:
         return None
-    return np.array([w is not None and bool(words[w]) for w in word_ids])
+    enc = tokenizer.encode(text)
+    starts = [m.start() for m in re.finditer(r"\S+", text)]
+    if len(enc.ids[:length]) != length or len(starts) != len(words):
+        return None
+    spans = zip(enc.word_ids[:length], enc.offsets[:length], strict=True)
+    return np.array(
+        [
+            w is not None
+            and bool(text[a:b].strip(string.punctuation))
+            and bool(words[bisect.bisect_right(starts, a) - 1])
+            for w, (a, b) in spans
+        ]
+    )
 
 
 def text_scores(scores: np.ndarray, deciding: np.ndarray) -> dict[str, float] | None:
@@ -65,7 +81,10 @@ def add_plausibility(
 
 
 def rationales_of(
-    texts: Sequence[str], rows: Sequence[Sequence[int]], words: Callable[[str], Sequence[bool]], tokenizer: Tokenizer
+    texts: Sequence[str],
+    rows: Sequence[Sequence[int]],
+    words: Callable[[str], Sequence[bool] | None],
+    tokenizer: Tokenizer,
 ) -> list[np.ndarray | None]:
     """Each row's deciding tokens (`token_rationale`) from its text's deciding words (`words(text)`)."""
     return [token_rationale(t, words(t), tokenizer, len(r)) for t, r in zip(texts, rows, strict=True)]

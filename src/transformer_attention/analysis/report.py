@@ -60,10 +60,13 @@ class Faithfulness:
         return rows
 
     def summary(self) -> list[str]:
-        """A few aligned lines for the console: comprehensiveness, sufficiency, AOPC and nAOPC per method."""
+        """A few aligned lines for the console: comprehensiveness, sufficiency, AOPC, nAOPC and plausibility (AUPRC,
+        P@k) per method, the last three where measured."""
         ks, measures = ", ".join(f"{k:g}" for k in self.k), ["comprehensiveness", "sufficiency", "aopc"]
-        measures += ["naopc"] if self._measured("naopc") else []
-        names = "".join(f"{n:>8}" for n in ("compr.", "suff.", "AOPC", "nAOPC")[: len(measures)])
+        measures += [m for m in ("naopc", "auprc", "precision_at_k") if self._measured(m)]
+        short = {"comprehensiveness": "compr.", "sufficiency": "suff.", "aopc": "AOPC", "naopc": "nAOPC"}
+        short |= {"auprc": "AUPRC", "precision_at_k": "P@k"}
+        names = "".join(f"{short[m]:>8}" for m in measures)
         lines = [f"{'method':<24}{names}   (compr., suff.: mean over k = {ks}%)"]
         for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
             lines.append(f"{method:<24}" + "".join(f"{self.scores[method][m]:>8.3f}" for m in measures))

@@ -42,12 +42,12 @@ def run_analyses(
     tokenizer: Tokenizer,
     progress: bool | None = None,
     label_names: Sequence[str] | None = None,
-    deciding_words: Callable[[str], Sequence[bool]] | None = None,
+    deciding_words: Callable[[str], Sequence[bool] | None] | None = None,
 ) -> Analysis:
     """Run `chosen` (from `plan`) on `net`, a TransformerClassifier. `splits`: split name -> its rows (an
     EncodedDataset: `.ids`, `.labels`). Samples are drawn with the settings' seed, so a rerun scores the same rows.
     `label_names`: the classes' names, for a `target` named by class; `deciding_words` (text -> one bool per
-    word: the toy set's) adds each method's plausibility."""
+    whitespace word, or None when unknown: the toy set's, or the data's rationales) adds each method's plausibility."""
     s = chosen.settings
     result = Analysis(settings=asdict(s))
     if "faithfulness" in chosen.names:  # a class that is not there fails before any work

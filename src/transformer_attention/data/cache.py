@@ -156,10 +156,11 @@ def trained_tokenizer(
 
 
 def encoded(
-    cache_dir: str | Path | None, tok: Tokenizer, texts: Sequence[str], max_length: int, desc: str
+    cache_dir: str | Path | None, tok: Tokenizer, texts: Sequence[str], max_length: int, *also: object, desc: str
 ) -> tuple[list[np.ndarray], bool]:
-    """`encode(tok, texts, max_length)`, from the cache when done before; and whether it came from there."""
-    key = fingerprint("ids", tok.to_str(), max_length, texts=texts)
+    """`encode(tok, texts, max_length)`, from the cache when done before; and whether it came from there. `also`:
+    more settings the cached split depends on (the rationale column), part of its key."""
+    key = fingerprint("ids", tok.to_str(), max_length, *also, texts=texts)
     ids = load_ids(cache_dir, key, expected_rows=len(texts)) if cache_dir else None
     if ids is not None:
         return ids, True

@@ -24,6 +24,7 @@ from . import cache
 from .batches import EncodedDataset, collate
 from .labels import labels_to_ids
 from .pii import scrub_pii
+from .rationales import check_rationale_column
 from .sampler import BucketBatchSampler
 from .settings import check_data_settings
 from .sources import load_columns
@@ -73,6 +74,7 @@ class ReviewDataModule(L.LightningDataModule):
         output_dir: str | None = None,
         encoding: str = "utf-8",
         label_names_from: str = "data.label_names",
+        rationale_column: str | None = None,
     ) -> None:
         super().__init__()
         settings = dict(
@@ -87,6 +89,7 @@ class ReviewDataModule(L.LightningDataModule):
             encoding=encoding,
         )
         check_data_settings(settings, prefix="data.")  # the config pre-check's rules, same messages
+        self.rationale_column = check_rationale_column(rationale_column, scrub_pii)
         self.name, self.path, self.data_files = name, path, data_files
         self.text_column, self.label_column, self.split_names = text_column, label_column, split_names
         self.max_length, self.batch_size = max_length, batch_size
@@ -114,6 +117,7 @@ class ReviewDataModule(L.LightningDataModule):
             raw, class_names = load_columns(
                 self.name, path=self.path, data_files=self.data_files, text_column=self.text_column,
                 label_column=self.label_column, split_names=self.split_names, encoding=self.encoding,
+                rationale_column=self.rationale_column,
             )  # fmt: skip
         for split in list(raw):
             raw[split] = drop_empty(raw[split], split, self.text_column)
@@ -148,7 +152,8 @@ class ReviewDataModule(L.LightningDataModule):
             hint = "run with test=false, or add a test file / data.split_names.test" if split == "test" else ""
             raise DataError(f"the data has no {split!r} split (splits: {list(self.raw)}); {hint}")
         texts, labels = self.raw[split]["text"], self.raw[split]["label"]
-        ids, from_cache = cache.encoded(self.cache_dir, self.tokenizer, texts, self.max_length, f"tokenizing {split}")
+        key = (self.max_length, self.rationale_column) if self.rationale_column else (self.max_length,)
+        ids, from_cache = cache.encoded(self.cache_dir, self.tokenizer, texts, *key, desc=f"tokenizing {split}")
         if from_cache:
             log.info("data %s: %s split tokenized before, read from the cache %s", self.name, split, self.cache_dir)
         return EncodedDataset(ids, labels, texts)

@@ -18,6 +18,7 @@ from ..compat import quiet_datasets
 from ..errors import DataError  # the project's one DataError, still importable from here
 from .files import check_file
 from .labels import check_integers_or_words
+from .rationales import checked_rationales
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +43,19 @@ def load_columns(
     label_column: str,
     split_names: dict[str, str | None] | None = None,
     encoding: str = "utf-8",
+    rationale_column: str | None = None,
 ) -> tuple[dict[str, dict[str, list]], list[str] | None]:
     """Raw splits as `{split: {"text": [...], "label": [...]}}`, plus the label feature's class names if any.
-    `encoding` is that of local .csv/.tsv/.json/.jsonl files."""
+    `encoding` is that of local .csv/.tsv/.json/.jsonl files. With `rationale_column`, each split also holds
+    "rationale": one flag per whitespace word of each text (data/rationales.py), checked here."""
     source, dsets = load_source(name, path, data_files, encoding, label_column)
     dsets = our_splits(source, dsets, split_names)
     raw, class_names = {}, None
     for split, d in dsets.items():
         if len(d) == 0:
             raise DataError(f"split {split!r} of {source} has no rows: add rows, or leave that split out")
-        for role, column in (("text", text_column), ("label", label_column)):
+        roles = (("text", text_column), ("label", label_column), ("rationale", rationale_column))
+        for role, column in [(r, c) for r, c in roles if c is not None]:
             if column not in d.column_names:
                 raise DataError(
                     f"data.{role}_column={column!r} is not a column of {source} (split {split!r}); "
@@ -61,6 +65,10 @@ def load_columns(
         class_names = class_names or (list(names) if names else None)
         cols = d.select_columns([text_column, label_column]).to_dict()
         raw[split] = {"text": cols[text_column], "label": cols[label_column]}
+        if rationale_column is not None:
+            where = f"{source} split {split!r} column {rationale_column!r}"
+            values = d.select_columns([rationale_column]).to_dict()[rationale_column]
+            raw[split]["rationale"] = checked_rationales(values, cols[text_column], where)
     return raw, class_names
 
 

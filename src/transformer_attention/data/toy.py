@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from .rationales import rationales_by_text
+
 POSITIVE = [
     "great",
     "wonderful",
@@ -180,7 +182,10 @@ def deciding_words(text: str) -> list[bool]:
     return [i >= start and w in CUES for i, w in enumerate(words)]
 
 
-def deciding_words_for(data: object) -> Callable[[str], list[bool]] | None:
-    """`deciding_words` for a datamodule that reads the built-in toy set (name "toy", no files), else None."""
+def deciding_words_for(data: object) -> Callable[[str], list[bool] | None] | None:
+    """`deciding_words` for a datamodule that reads the built-in toy set (name "toy", no files); the data's own
+    rationales when it has a rationale column (rationales.py); else None."""
+    if getattr(data, "rationale_column", None):
+        return rationales_by_text(data.load())
     files = getattr(data, "path", None) or getattr(data, "data_files", None)
     return deciding_words if getattr(data, "name", None) == "toy" and not files else None

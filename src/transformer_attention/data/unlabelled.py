@@ -193,7 +193,7 @@ class PretrainingData(L.LightningDataModule):
 
     def _encode(self, texts: list[str], split: str) -> list[np.ndarray]:
         desc = f"tokenizing pretraining {split}"  # no truncation: `windows` cuts long texts
-        return cache.encoded(self.data.cache_dir, self.tokenizer, texts, WHOLE_TEXT, desc)[0]
+        return cache.encoded(self.data.cache_dir, self.tokenizer, texts, WHOLE_TEXT, desc=desc)[0]
 
     def train_dataloader(self) -> DataLoader:
         data = self.splits["train"]

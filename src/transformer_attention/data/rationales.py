@@ -1,0 +1,89 @@
+"""A dataset's rationales (`data.rationale_column`): the words known to decide each text, read as one flag per
+whitespace word, which the analysis scores plausibility against (analysis/plausibility.py).
+
+A row's value is either a list of the deciding words or phrases (matched to runs of the text's whitespace words
+lowercased, with the punctuation around them stripped) or a 0/1 list with one flag per whitespace word. In a CSV
+file, where a cell is a string, write the list as JSON (`["dull", "not"]`, `[0, 1, 1]`); a plain string is split
+on spaces as a list of words.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..errors import DataError
+
+FIX = (
+    'give a list of the deciding words (e.g. ["not", "good"]) or a 0/1 list with one flag per whitespace '
+    "word of the text (e.g. [0, 1, 1]), or set data.rationale_column=null"
+)
+
+
+def _word(w: str) -> str:
+    return w.strip(string.punctuation).lower()
+
+
+def rationale_flags(value: Any, text: str, where: str) -> list[bool]:
+    """One bool per whitespace word of `text` from a rationale `value`; DataError naming `where` (the source,
+    split and row) and the fix when it is neither form or does not fit the text."""
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip().startswith("[") and _is_json(value) else value.split()
+    if hasattr(value, "tolist"):  # a NumPy array from parquet
+        value = value.tolist()
+    words = text.split()
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise DataError(f"{where}: rationale {value!r} is not a list; {FIX}")
+    if value and all(isinstance(v, bool) or (isinstance(v, int) and v in (0, 1)) for v in value):
+        if len(value) != len(words):
+            raise DataError(
+                f"{where}: rationale has {len(value)} flags for {len(words)} whitespace words of the text; {FIX}"
+            )
+        return [bool(v) for v in value]
+    if not all(isinstance(v, str) for v in value):
+        raise DataError(f"{where}: rationale {value!r} mixes words and other values; {FIX}")
+    present, flags, missing = [_word(w) for w in words], [False] * len(words), []
+    for item in value:  # a word marks each of its occurrences; a phrase, each run of its words
+        phrase = [_word(w) for w in item.split() if _word(w)]
+        starts = [i for i in range(len(present) - len(phrase) + 1) if phrase and present[i : i + len(phrase)] == phrase]
+        missing += [item] if phrase and not starts else []
+        for i in starts:
+            flags[i : i + len(phrase)] = [True] * len(phrase)
+    if missing:
+        raise DataError(f"{where}: rationale words {missing} are not words of the text {text[:60]!r}; {FIX}")
+    return flags
+
+
+def _is_json(value: str) -> bool:
+    try:
+        json.loads(value)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def checked_rationales(values: Sequence[Any], texts: Sequence[str], where: str) -> list[list[bool] | None]:
+    """`rationale_flags` of each row (None for a missing value or a missing text), rows named from 0."""
+    return [
+        None if v is None or not isinstance(t, str) else rationale_flags(v, t, f"{where} row {i}")
+        for i, (v, t) in enumerate(zip(values, texts, strict=True))
+    ]
+
+
+def check_rationale_column(column: str | None, scrub_pii: bool) -> str | None:
+    """`column`, refused with `scrub_pii` (scrubbing changes the words the rationales flag)."""
+    if column is not None and scrub_pii:
+        raise DataError(
+            f"data.rationale_column={column!r} with data.scrub_pii=true: scrubbing changes the words the "
+            "rationales flag; set data.scrub_pii=false or data.rationale_column=null"
+        )
+    return column
+
+
+def rationales_by_text(raw: Mapping[str, Mapping[str, list]]) -> Callable[[str], list[bool] | None]:
+    """text -> its rationale (one flag per whitespace word; None for a text without one) over the splits of
+    `raw` that hold a "rationale" column."""
+    known = {t: r for cols in raw.values() for t, r in zip(cols["text"], cols.get("rationale", ()), strict=False)}
+    return known.get
