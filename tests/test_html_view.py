@@ -158,6 +158,7 @@ def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str, pooling: 
     cfg.paths.output_dir = str(tmp_path / "run")
     preds = main(cfg)
     records = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
+    pages = []
     for i, (record, pred) in enumerate(zip(records, preds, strict=True)):
         page = Path(record["attention_html"])
         assert page == tmp_path / "run" / "attention" / f"{i:04d}.html"
@@ -178,6 +179,16 @@ def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str, pooling: 
         assert "replaced by [MASK]" in data["faithfulness_note"]
         assert data["faithfulness_note"].startswith(f"for the class {pred.label};")  # analysis.target: predicted
         assert data["text"]["pooling"] == pooling and data["names"]["methods"] == LABELS  # the model's pooled row
+        pages.append(data)
+    for method in PAGE_METHODS:  # every page: each method's tau over both texts, mean +- SE, beside this text's
+        for key in ("tau_leave_one_out", "tau_integrated_gradients"):
+            taus = [p["faithfulness"][method][key] for p in pages]
+            assert pages[0]["agreement"] == pages[1]["agreement"]
+            over = pages[0]["agreement"][method][key]
+            assert over["texts"] == 2 and over["mean"] == pytest.approx(np.mean(taus), abs=1e-5)
+            assert over["sem"] == pytest.approx(np.std(taus, ddof=1) / np.sqrt(2), abs=1e-5)
+            assert over["identical"] == (min(taus) > 1 - 1e-9)
+    assert pages[0]["agreement"]["leave_one_out"]["tau_leave_one_out"]["identical"]  # itself: the same ranking
     module = load_module(ckpt)
     tok = load_tokenizer(module.tokenizer_json)
     rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
@@ -501,6 +512,20 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
     browser.js("location.hash = 'view=words&method=attention'")  # the hash picks the view and the method
     browser.wait_for("document.querySelector('#words span.word').dataset.method === 'attention'")
     assert [w[2] for w in browser.js(words)] == attributions["attention"]
+
+    over = {  # each method's tau over 3 texts (agreement_over_texts): columns beside this text's
+        "attention": {"tau_leave_one_out": {"mean": 1.0, "sem": 0.0, "texts": 3, "identical": True}},
+        "integrated_gradients": {"tau_leave_one_out": {"mean": 0.4, "sem": 0.125, "texts": 3, "identical": False}},
+    }
+    several = save_attention_html(
+        tmp_path / "several.html", tokens, attentions, attributions=attributions, faithfulness=scores,
+        method_labels=LABELS, agreement=over,
+    )  # fmt: skip
+    browser.open(several.as_uri() + "#view=words")
+    heads = browser.js("Array.from(document.querySelectorAll('#faithfulness th'), c => c.textContent)")
+    assert heads == ["method", "comprehensiveness", "sufficiency", "AOPC", "tau LOO", "tau LOO, 3 texts"]
+    across = "Array.from(document.querySelectorAll('#faithfulness tr[data-method] td.across'), c => c.textContent)"
+    assert browser.js(across) == ["1 (identical)", "0.400 \u00b1 0.125", "-"]  # leave-one-out: none given
 
     plain = save_attention_html(tmp_path / "plain.html", tokens, attentions)  # no attributions: no tab
     browser.open(plain.as_uri())

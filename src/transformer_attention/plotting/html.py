@@ -65,6 +65,7 @@ def attention_html(
     scale: str = DEFAULT_SCALE,
     method_labels: Mapping[str, str] | None = None,
     norms: Sequence[np.ndarray | torch.Tensor] | None = None,
+    agreement: Mapping[str, Mapping[str, Mapping]] | None = None,
 ) -> str:
     """The page for one text: `tokens` (T strings) and `attentions`, one (H, T, T) map per layer with
     padding cut off (what `predict(..., need_weights=True)` gives). `rollout` adds the attention rollout
@@ -77,7 +78,8 @@ def attention_html(
     the row the text tab shades by; `scale` (scales.py) is the colour scale the page opens on. `norms` (the
     norm-weighted maps, `predict(..., need_norms=True)`) add a "weight | weight x norm" switch to the head and
     model views and the text tab: each row of a norm map scaled to sum 1 (the share of what reaches the query),
-    rollout of those."""
+    rollout of those. `agreement` (method -> `tau_<reference>` -> mean, sem, texts, identical: over several texts,
+    `agreement_over_texts`) adds columns beside this text's tau in the faithfulness table."""
     check_scale(scale)
     if pooling not in POOLED_ROW:
         raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(map(repr, POOLED_ROW))}")
@@ -110,6 +112,10 @@ def attention_html(
         data["faithfulness"] = (
             {m: {k: _rounded(v) for k, v in s.items()} for m, s in faithfulness.items()} if faithfulness else None
         )
+        data["agreement"] = {
+            m: {k: {**a, "mean": _rounded(a["mean"]), "sem": _rounded(a["sem"])} for k, a in keys.items()}
+            for m, keys in (agreement or {}).items()
+        }
         data["faithfulness_note"] = faithfulness_note or ""
     full = attention_rollout(attentions, residual=residual) if rollout else None  # (T, T), the whole text
     if full is not None:
