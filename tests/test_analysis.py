@@ -23,7 +23,7 @@ from test_callbacks import events
 from test_refusals import refused
 
 from transformer_attention.analysis import AnalysisConfig, check_analyses, check_analysis_settings
-from transformer_attention.analysis.agreement import agreement, aopc_bounds
+from transformer_attention.analysis.agreement import agreement, agreement_over_texts, aopc_bounds
 from transformer_attention.analysis.attributions import ATTRIBUTIONS
 from transformer_attention.analysis.faithfulness import (
     CURVE,
@@ -612,3 +612,21 @@ def test_the_heads_rank_correlation_is_scipys_spearman_ties_included():
         a, b = rng.integers(0, 4, (2, 4)).astype(float), rng.normal(size=(2, 4))  # (L, H) tables, ties in a
         assert _spearman(a, b) == pytest.approx(spearmanr(a.ravel(), b.ravel()).statistic, abs=1e-5)
     assert np.isnan(_spearman(np.ones((2, 2)), rng.normal(size=(2, 2))))  # a constant table: no ranking
+
+
+def test_agreement_over_texts_is_the_mean_and_standard_error_and_says_identical():
+    """Hand numbers: taus 1, 0.5, 0 -> mean 0.5, SE 0.5 / sqrt(3) (std 0.5); a text with no tau counts for none."""
+    nan = float("nan")
+    scores = [
+        {"attention": {"tau_leave_one_out": 1.0, "aopc": 0.3}, "leave_one_out": {"tau_leave_one_out": 1.0}},
+        {"attention": {"tau_leave_one_out": 0.5, "aopc": 0.1}, "leave_one_out": {"tau_leave_one_out": 1.0}},
+        {"attention": {"tau_leave_one_out": 0.0, "aopc": 0.2}, "leave_one_out": {"tau_leave_one_out": 1.0}},
+        {"attention": {"tau_leave_one_out": nan, "aopc": 0.2}, "leave_one_out": {"tau_leave_one_out": nan}},
+    ]
+    over = agreement_over_texts(scores)
+    att = over["attention"]["tau_leave_one_out"]
+    assert att["mean"] == pytest.approx(0.5) and att["sem"] == pytest.approx(0.5 / math.sqrt(3))
+    assert att["texts"] == 3 and not att["identical"]
+    assert over["leave_one_out"]["tau_leave_one_out"] == {"mean": 1.0, "sem": 0.0, "texts": 3, "identical": True}
+    assert "tau_integrated_gradients" not in over["attention"]  # no reference there, no entry
+    assert agreement_over_texts([]) == {}

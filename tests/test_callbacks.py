@@ -15,6 +15,7 @@ from conftest import ROOT, count_forwards
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import TensorBoardLogger
+from matplotlib.text import Text
 from sklearn.metrics import precision_recall_fscore_support
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
@@ -223,6 +224,40 @@ def test_maps_and_predict_share_one_inference_path(fitted, monkeypatch):
         in t.tensor_proto.string_val[0].decode()
         for t in tables
     )
+
+
+def test_norm_maps_log_the_norm_weighted_shares(fitted, monkeypatch, tmp_path):
+    """kind=norm: every layer image holds `infer(..., need_norms=True)`'s maps with each row scaled to sum 1; the
+    rollout reads them, the caption and the colour bars say so, and the page gets the map switch."""
+    module, text = fitted.module, "the plot is not good at all"
+    maps = AttentionMapLogger(num_examples=0, texts=[text], mean=False, kind="norm")
+    maps.on_fit_start(fitted.trainer, module)
+    drawn, bars, said = [], [], []
+    render, render_bars, send = AttentionGrid.render, RolloutBars.render, maps.writer.send
+    monkeypatch.setattr(AttentionGrid, "render", lambda g, m, s: drawn.append(m) or render(g, m, s))
+    monkeypatch.setattr(RolloutBars, "render", lambda b, x, s: bars.append(x) or render_bars(b, x, s))
+    monkeypatch.setattr(maps.writer, "send", lambda w, tag, step, d, *a: said.append(d) or send(w, tag, step, d, *a))
+    maps.log_maps(fitted.trainer, module)
+    maps.wait()
+    (row,) = infer(module, [maps.examples[0].ids], need_norms=True)
+    (weights,) = infer(module, [maps.examples[0].ids], need_weights=True)
+    norms = [n.numpy() / n.numpy().sum(-1, keepdims=True) for n in row.attentions]  # each (H, T, T), rows sum 1
+    assert len(drawn) == len(norms)
+    for got, expected, w in zip(drawn, norms, weights.attentions, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+        assert not np.allclose(got, w.numpy(), atol=1e-3)  # not the weights: the norms reweigh the keys
+    np.testing.assert_allclose(bars[0], pooled_rollout(attention_rollout(norms), "cls"), atol=1e-6)
+    assert said and all("maps: weight x norm" in d for d in said)
+    _, grid, roll = maps.figures["text_0"]
+    bar_texts = [[t.get_text() for t in f.fig.findobj(Text)] for f in (grid, roll, maps.views["text_0"])]
+    assert all(any("weight x norm" in t for t in texts) for texts in bar_texts)
+    (page,) = maps.write_pages(tmp_path)
+    assert "norm" in read_attention_data(page.read_text(encoding="utf-8"))["kinds"]  # the page's switch
+
+
+def test_a_map_kind_that_is_not_one_is_a_one_line_error():
+    with pytest.raises(ValueError, match=r"kind='norms': not a map kind; use weight or norm"):
+        AttentionMapLogger(kind="norms")
 
 
 def test_the_maps_run_the_model_through_the_one_forward_function(fitted, monkeypatch):

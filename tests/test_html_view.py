@@ -158,6 +158,7 @@ def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str, pooling: 
     cfg.paths.output_dir = str(tmp_path / "run")
     preds = main(cfg)
     records = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
+    pages = []
     for i, (record, pred) in enumerate(zip(records, preds, strict=True)):
         page = Path(record["attention_html"])
         assert page == tmp_path / "run" / "attention" / f"{i:04d}.html"
@@ -178,6 +179,16 @@ def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str, pooling: 
         assert "replaced by [MASK]" in data["faithfulness_note"]
         assert data["faithfulness_note"].startswith(f"for the class {pred.label};")  # analysis.target: predicted
         assert data["text"]["pooling"] == pooling and data["names"]["methods"] == LABELS  # the model's pooled row
+        pages.append(data)
+    for method in PAGE_METHODS:  # every page: each method's tau over both texts, mean +- SE, beside this text's
+        for key in ("tau_leave_one_out", "tau_integrated_gradients"):
+            taus = [p["faithfulness"][method][key] for p in pages]
+            assert pages[0]["agreement"] == pages[1]["agreement"]
+            over = pages[0]["agreement"][method][key]
+            assert over["texts"] == 2 and over["mean"] == pytest.approx(np.mean(taus), abs=1e-5)
+            assert over["sem"] == pytest.approx(np.std(taus, ddof=1) / np.sqrt(2), abs=1e-5)
+            assert over["identical"] == (min(taus) > 1 - 1e-9)
+    assert pages[0]["agreement"]["leave_one_out"]["tau_leave_one_out"]["identical"]  # itself: the same ranking
     module = load_module(ckpt)
     tok = load_tokenizer(module.tokenizer_json)
     rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]
@@ -502,6 +513,20 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
     browser.wait_for("document.querySelector('#words span.word').dataset.method === 'attention'")
     assert [w[2] for w in browser.js(words)] == attributions["attention"]
 
+    over = {  # each method's tau over 3 texts (agreement_over_texts): columns beside this text's
+        "attention": {"tau_leave_one_out": {"mean": 1.0, "sem": 0.0, "texts": 3, "identical": True}},
+        "integrated_gradients": {"tau_leave_one_out": {"mean": 0.4, "sem": 0.125, "texts": 3, "identical": False}},
+    }
+    several = save_attention_html(
+        tmp_path / "several.html", tokens, attentions, attributions=attributions, faithfulness=scores,
+        method_labels=LABELS, agreement=over,
+    )  # fmt: skip
+    browser.open(several.as_uri() + "#view=words")
+    heads = browser.js("Array.from(document.querySelectorAll('#faithfulness th'), c => c.textContent)")
+    assert heads == ["method", "comprehensiveness", "sufficiency", "AOPC", "tau LOO", "tau LOO, 3 texts"]
+    across = "Array.from(document.querySelectorAll('#faithfulness tr[data-method] td.across'), c => c.textContent)"
+    assert browser.js(across) == ["1 (identical)", "0.400 \u00b1 0.125", "-"]  # leave-one-out: none given
+
     plain = save_attention_html(tmp_path / "plain.html", tokens, attentions)  # no attributions: no tab
     browser.open(plain.as_uri())
     assert browser.js("document.getElementById('mode-words').hidden") is True
@@ -778,6 +803,11 @@ def test_the_page_carries_the_norm_maps_as_shares_and_their_rollout():
     np.testing.assert_allclose(np.array(data["kinds"]["norm"]["layers"]), np.stack(shares), atol=1e-5)
     np.testing.assert_allclose(np.array(data["kinds"]["norm"]["rollout"]), attention_rollout(shares), atol=1e-5)
     assert not np.allclose(shares[0], attentions[0].numpy(), atol=1e-2)  # the switch shows something else
+    assert data["kinds"]["weight"]["series"] == data["text"]["series"]  # the text tab swaps with the maps
+    series = {one["id"]: one["values"] for one in data["kinds"]["norm"]["series"]}
+    np.testing.assert_allclose(series["layer-1-head-0"], shares[1][0][0], rtol=1e-3)  # the [CLS] row, whole words
+    np.testing.assert_allclose(series["layer-0"], shares[0].mean(axis=0)[0], rtol=1e-3)
+    np.testing.assert_allclose(series["rollout"], attention_rollout(shares)[0], rtol=1e-3)
     assert "kinds" not in inlined_data(attention_html(tokens, attentions))  # no norms, no switch
     with pytest.raises(ValueError, match="6 tokens for a 5 x 5"):
         attention_html(tokens, attentions, norms=[n[:, :5, :5] for n in norms])
@@ -810,6 +840,28 @@ def test_the_kind_switch_redraws_the_head_and_model_views_in_a_browser(browser, 
     plain = save_attention_html(tmp_path / "plain.html", tokens, attentions)
     browser.open(plain.as_uri())
     assert browser.js("document.getElementById('kind-switch').hidden") is True
+
+
+@pytest.mark.slow
+def test_the_text_tab_shades_by_weight_x_norm_when_the_map_switch_says_norm_in_a_browser(browser, tmp_path: Path):
+    """Each word takes the pooled row of the norm maps' shares (pieces summed), and the weights back on switching."""
+    torch.manual_seed(3)
+    attentions = [torch.rand(3, 7, 7).softmax(-1) for _ in range(2)]
+    lengths = torch.tensor([4.0, 1.0, 0.5, 2.0, 1.0, 3.0, 0.2])  # (T,): what each key moves, alike for every head
+    norms = [w * lengths for w in attentions]
+    shares = [(n / n.sum(-1, keepdim=True)).numpy() for n in norms]
+    page = save_attention_html(tmp_path / "norm.html", PIECES, attentions, norms=norms, scale="fixed")
+    browser.open(page.as_uri() + "#view=text&series=layer-0-head-2")
+    pick = "var s = document.getElementById('kind'); s.value = '{}'; s.dispatchEvent(new Event('change'))"
+    for kind, maps in (("norm", shares), ("weight", [w.numpy() for w in attentions])):
+        browser.js(pick.format(kind))
+        browser.wait_for(f"document.querySelector('#text span.word').dataset.kind === '{kind}'")
+        shown = browser.js(TEXT_SPANS)
+        assert [w[0] for w in shown] == WORDS and {w[3] for w in shown} == {"layer-0-head-2"}
+        np.testing.assert_allclose([w[1] for w in shown], by_words(maps[0][2][0])[1:], rtol=1e-3)
+        np.testing.assert_allclose([colour(w[2])[:3] for w in shown], ramp(np.array([w[1] for w in shown])), atol=1.01)
+        assert ("weight x norm" in browser.js("document.getElementById('text-note').textContent")) == (kind == "norm")
+    assert not np.allclose(by_words(shares[0][2][0]), by_words(attentions[0][2][0].numpy()), atol=1e-2)
 
 
 @pytest.mark.slow

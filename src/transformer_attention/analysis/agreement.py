@@ -41,6 +41,23 @@ def agreement(attributions: dict[str, np.ndarray]) -> dict[str, dict[str, float]
     return out
 
 
+def agreement_over_texts(scores: Sequence[dict]) -> dict[str, dict[str, dict]]:
+    """Per method and reference (`tau_<name>`), over several texts' scores (`Explained.scores`): the mean and
+    standard error of tau, the texts counted (a text with no tau counts for none) and whether every one ranks the
+    words as the reference does (tau 1, up to rounding: "identical")."""
+    out: dict[str, dict[str, dict]] = {}
+    for method in scores[0] if scores else {}:
+        for key in (f"tau_{ref}" for ref in REFERENCES):
+            v = np.array([s[method].get(key, math.nan) for s in scores], dtype=np.float64)
+            v = v[~np.isnan(v)]
+            if len(v):
+                sem = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
+                identical = bool(np.all(v > 1 - 1e-9))
+                out.setdefault(method, {})[key] = {"mean": float(v.mean()), "sem": sem, "texts": len(v),
+                                                   "identical": identical}  # fmt: skip
+    return out
+
+
 def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
     """Kendall's tau-b of two (n,) score vectors, ties counted as scipy.stats.kendalltau counts them: (concordant -
     discordant pairs) / sqrt(pairs untied in x * pairs untied in y); NaN when either is constant. In NumPy, over

@@ -29,12 +29,12 @@ from lightning.pytorch.callbacks import Callback
 from ..files import shown
 from ..inference import infer
 from ..plotting import AttentionGrid, RolloutBars, attention_rollout, pooled_rollout
-from ..plotting.scales import DEFAULT_SCALE, check_scale
+from ..plotting.scales import DEFAULT_SCALE, MAP_KINDS, check_kind, check_scale, map_shares
 from ..plotting.text import ReviewText, paragraphs
 from ..plotting.windows import key_window, window_labels
 from ..plotting.words import POOLED_ROW
 from .console import plural
-from .examples import Example, Logged, choose_examples, label_names, save_pages, table_cell
+from .examples import Example, Logged, choose_examples, label_names, pooling_of, save_pages, table_cell
 from .sinks import ImageWriter, image_loggers, log_text
 
 log = logging.getLogger(__name__)
@@ -45,9 +45,11 @@ class AttentionMapLogger(Callback):
     the attention rollout of each (tags in this module's docstring), at the global step; the examples' texts,
     true labels and predictions go to the TEXT tab.
 
-    Colours follow `scale` (plotting/scales.py), stated on every colour bar. A text longer than `max_tokens`
-    shows the keys the pooled row reads most (through all layers) with their neighbours; `text`: its words
-    shaded by the pooled row (`ReviewText`), a paragraph per layer, the rollout and `text_heads` heads.
+    Colours follow `scale` (plotting/scales.py), stated on every colour bar; `kind` draws the weights or the
+    norm-weighted maps (weight x norm, each row's shares), said in every caption and colour bar. A text longer
+    than `max_tokens` shows the keys the pooled row reads most (through all layers) with their neighbours;
+    `text`: its words shaded by the pooled row (`ReviewText`), a paragraph per layer, the rollout and
+    `text_heads` heads.
 
     The examples are chosen once, at fit start: `num_examples` from the validation split, plus any `texts` of
     your own (tagged `text_{j}`). Only they go through the model (`infer`: eval mode, no gradients); the sanity
@@ -74,6 +76,7 @@ class AttentionMapLogger(Callback):
         scale: str = DEFAULT_SCALE,
         text: bool = True,
         text_heads: int = 0,
+        kind: str = "weight",
     ) -> None:
         self.texts = list(texts or [])
         if num_examples < 0 or (num_examples == 0 and not self.texts):
@@ -87,7 +90,7 @@ class AttentionMapLogger(Callback):
             raise ValueError(f"max_tokens={max_tokens}: must be >= 2 ([CLS] and a word)")
         if text_heads < 0:
             raise ValueError(f"text_heads={text_heads}: must be >= 0 (0: no head paragraphs)")
-        self.scale, self.text, self.text_heads = check_scale(scale), text, text_heads
+        self.scale, self.kind, self.text, self.text_heads = check_scale(scale), check_kind(kind), text, text_heads
         self.num_examples, self.every_n_epochs, self.max_tokens = num_examples, every_n_epochs, max_tokens
         self.split, self.mean, self.rollout, self.html, self.tag = split, mean, rollout, html, tag
         self.writer = ImageWriter(background=background)
@@ -122,7 +125,7 @@ class AttentionMapLogger(Callback):
             for example in self.examples:  # a long text's window is known at its first logged step
                 if len(example.ids) <= self.max_tokens:
                     tokens = [dm.tokenizer.id_to_token(int(t)) for t in example.ids]
-                    self._figures(example, tokens, list(range(len(tokens))), heads, names, self._pooling(pl_module))
+                    self._figures(example, tokens, list(range(len(tokens))), heads, names, pooling_of(pl_module))
             self.cost["seconds"] += time.perf_counter() - start
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -164,22 +167,25 @@ class AttentionMapLogger(Callback):
         start = time.perf_counter()
         dm, step = trainer.datamodule, trainer.global_step
         rows = infer(pl_module, [e.ids for e in self.examples], need_weights=True)
+        drawn = infer(pl_module, [e.ids for e in self.examples], need_norms=True) if self.kind == "norm" else rows
         labelled = getattr(pl_module, "predicts_labels", True)
         names = label_names(trainer, pl_module, len(rows[0].probabilities))
-        pooling = self._pooling(pl_module)
+        pooling = pooling_of(pl_module)
         table = ["| tag | text | true label | prediction (p) |", "|---|---|---|---|"]
         self.last, images = [], 0
-        for example, row in zip(self.examples, rows, strict=True):
+        for example, row, maps_of in zip(self.examples, rows, drawn, strict=True):
             tokens = [dm.tokenizer.id_to_token(int(t)) for t in example.ids]  # all of them: the page shows them
             pred = int(row.probabilities.argmax())
             said = f"{names[pred]} (p={row.probabilities[pred]:.2f})" if labelled else "-"
             truth = names[example.label] if example.label is not None else "-"
             quoted = f"\u201c{example.text}\u201d (true label: {truth})"
-            description = f"{example.name}: {quoted}"  # the same at every step: TensorBoard shows the first
+            description = f"{example.name}: {quoted} \u00b7 maps: {MAP_KINDS[self.kind]}"  # TensorBoard shows the first
             at = f"{self.tag}/{example.name}"
             table.append(f"| {example.name} | {table_cell(example.text)} | {table_cell(truth)} | {table_cell(said)} |")
-            layers = [w.numpy() for w in row.attentions]  # each (H, T, T)
-            self.last.append(Logged(example.name, tokens, row.attentions, f"{quoted}; pred: {said} at step {step}"))
+            layers = map_shares(maps_of.attentions, self.kind)  # each (H, T, T): weights, or weight x norm shares
+            norms = maps_of.attentions if self.kind == "norm" else None  # the page's map switch
+            caption = f"{quoted}; pred: {said} at step {step}"
+            self.last.append(Logged(example.name, tokens, row.attentions, caption, norms))
             shares = pooled_rollout(attention_rollout(layers), pooling)  # (T,)
             keep = key_window(shares, self.max_tokens)
             grid, bars = self._figures(example, tokens, keep, layers[0].shape[0], names, pooling)
@@ -219,10 +225,6 @@ class AttentionMapLogger(Callback):
         """The mean panel beside the heads: asked for, and not a copy of the one head."""
         return self.mean and heads > 1
 
-    @staticmethod
-    def _pooling(pl_module: L.LightningModule) -> str:
-        return pl_module.hparams.get("pooling") or "cls"  # a masked language model has none: its maps read as cls
-
     def _figures(
         self, example: Example, tokens: list[str], keep: list[int], heads: int, names: list[str], pooling: str
     ) -> tuple[AttentionGrid, RolloutBars | None]:
@@ -232,8 +234,8 @@ class AttentionMapLogger(Callback):
             title = example.title(names, keep, pooling)
             panels = [f"head {h}" for h in range(heads)] + (["mean of heads"] if self._with_mean(heads) else [])
             shown, rollout = window_labels(tokens, keep), f"{title} \u00b7 attention rollout"
-            grid = AttentionGrid(shown, panels, title, status=True, scale=self.scale)
-            bars = RolloutBars(shown, rollout, status=True, scale=self.scale) if self.rollout else None
+            grid = AttentionGrid(shown, panels, title, status=True, scale=self.scale, kind=self.kind)
+            bars = RolloutBars(shown, rollout, status=True, scale=self.scale, kind=self.kind) if self.rollout else None
             for figure in (grid, bars) if bars is not None else (grid,):
                 figure.prepare()
             self.figures[example.name] = (keep, grid, bars)
@@ -243,7 +245,6 @@ class AttentionMapLogger(Callback):
         """The example's text view (`ReviewText`), built at its first logged step."""
         if example.name not in self.views:
             title = example.title(names, None, pooling)
-            self.views[example.name] = ReviewText(
-                tokens, paragraphs, title, pooling=pooling, scale=self.scale, status=True
-            )
+            look = {"pooling": pooling, "scale": self.scale, "kind": self.kind}
+            self.views[example.name] = ReviewText(tokens, paragraphs, title, status=True, **look)
         return self.views[example.name]

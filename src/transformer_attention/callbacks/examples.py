@@ -47,6 +47,7 @@ class Logged:
     tokens: list[str]
     attentions: list[torch.Tensor] = field(repr=False)  # one (H, T, T) per layer
     caption: str
+    norms: list[torch.Tensor] | None = field(default=None, repr=False)  # the norm-weighted maps, when drawn
 
 
 def pick_examples(labels: Sequence[int], lengths: Sequence[int], k: int) -> list[int]:
@@ -96,6 +97,11 @@ def label_names(trainer: Any, pl_module: Any, num_classes: int) -> list[str]:
     return names_or_ids(names, num_classes)
 
 
+def pooling_of(pl_module: Any) -> str:
+    """The row the module's classifier reads; a masked language model has none: its maps read as cls."""
+    return pl_module.hparams.get("pooling") or "cls"
+
+
 def table_cell(text: str) -> str:
     """`text` as one markdown table cell: pipes escaped, whitespace runs (newlines too) made one space."""
     return " ".join(str(text).split()).replace("|", "\\|")
@@ -103,8 +109,15 @@ def table_cell(text: str) -> str:
 
 def save_pages(logged: Sequence[Logged], folder: Path, pooling: str) -> list[Path]:
     """Each logged example's interactive page, `<folder>/<example>.html`, read by the model's `pooling`."""
-    page = {"pooling": pooling}
     return [
-        save_attention_html(folder / f"{e.name}.html", e.tokens, e.attentions, title=e.name, caption=e.caption, **page)
+        save_attention_html(
+            folder / f"{e.name}.html",
+            e.tokens,
+            e.attentions,
+            title=e.name,
+            caption=e.caption,
+            pooling=pooling,
+            norms=e.norms,
+        )
         for e in logged
     ]

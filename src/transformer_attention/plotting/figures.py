@@ -16,7 +16,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .scales import DEFAULT_SCALE, check_scale, scale_note, scaled
+from .scales import DEFAULT_SCALE, MAP_KINDS, check_kind, check_scale, scale_note, scaled
 from .style import (
     BAR_PX,
     CARD_PX,
@@ -59,6 +59,7 @@ class AttentionGrid:
         ncols: int = 2,
         status: bool = False,
         scale: str = DEFAULT_SCALE,
+        kind: str = "weight",
     ) -> None:
         n, P = len(tokens), len(panel_titles)
         if n == 0 or P == 0:
@@ -117,7 +118,7 @@ class AttentionGrid:
             self.axes.append(ax)
             self.images.append(image)
             self.boxes.append((top, left))
-        draw_colorbar(fig, f"attention weight \u00b7 {scale_note(scale)}")
+        draw_colorbar(fig, f"{MAP_KINDS[check_kind(kind)]} \u00b7 {scale_note(scale)}")
         hidden = [*self.images, *([self.status] if self.status is not None else []), *copied]
         self._frame = Frame(fig, hidden=hidden, copies=copies)
 
@@ -162,7 +163,13 @@ class RolloutBars:
     ROW_PX = 16
 
     def __init__(
-        self, tokens: Sequence[str], title: str | None = None, *, status: bool = False, scale: str = DEFAULT_SCALE
+        self,
+        tokens: Sequence[str],
+        title: str | None = None,
+        *,
+        status: bool = False,
+        scale: str = DEFAULT_SCALE,
+        kind: str = "weight",
     ) -> None:
         n = len(tokens)
         if n == 0:
@@ -196,7 +203,8 @@ class RolloutBars:
         self.ax = ax
         self.bars = list(ax.barh(range(n), np.zeros(n), height=0.75, color=colormaps[CMAP](0.0)))
         self.values = [ax.text(0, i, "", va="center", ha="left", fontsize=FONT_PX - 1) for i in range(n)]
-        draw_colorbar(fig, f"share of the pooled vector (bar: 0 to 1) \u00b7 colour: {scale_note(scale)}")
+        of = "" if check_kind(kind) == "weight" else f" (from {MAP_KINDS[kind]})"
+        draw_colorbar(fig, f"share of the pooled vector{of} (bar: 0 to 1) \u00b7 colour: {scale_note(scale)}")
         texts = [*self.values, *([self.status] if self.status is not None else [])]
         self._frame = Frame(fig, hidden=[*self.bars, *texts])
 

@@ -37,17 +37,16 @@ import numpy as np
 import torch
 
 from ..files import atomic_write
+from .page_data import DECIMALS, norm_maps, text_tab
 from .plots import attention_window, cut_note
-from .rollout import attention_rollout, pooled_rollout
+from .rollout import attention_rollout
 from .scales import DEFAULT_SCALE, SCALES, check_scale
-from .words import POOLED_ROW, join_pieces, pooled_row, word_values
+from .words import POOLED_ROW
 
 MAX_HTML_TOKENS = 512  # the maps of longer texts are cut to their first 512 tokens; the text tab shows them whole
 MODULES = ("state", "dom", "scale", "words", "text", "head", "model", "main")  # page/*.js, joined in this order
-READS = {"cls": "the classifier reads the output of [CLS]", "mean": "the classifier reads the mean of every output"}
 IMPORT = re.compile(r'^import \{[^}]*\} from "\./(\w+)\.js";\n', flags=re.MULTILINE)
 MIN_WEIGHT = 1e-3  # a weight whose colour value (scales.py) is below this draws no line: under 0.01 px
-DECIMALS = 5  # weights are inlined rounded to 5 decimals: 5e-6 at most from the model's
 
 
 def attention_html(
@@ -66,6 +65,7 @@ def attention_html(
     scale: str = DEFAULT_SCALE,
     method_labels: Mapping[str, str] | None = None,
     norms: Sequence[np.ndarray | torch.Tensor] | None = None,
+    agreement: Mapping[str, Mapping[str, Mapping]] | None = None,
 ) -> str:
     """The page for one text: `tokens` (T strings) and `attentions`, one (H, T, T) map per layer with
     padding cut off (what `predict(..., need_weights=True)` gives). `rollout` adds the attention rollout
@@ -77,7 +77,9 @@ def attention_html(
     method named by `method_labels` (method -> label) where given. `pooling` ("cls" | "mean", the model's) picks
     the row the text tab shades by; `scale` (scales.py) is the colour scale the page opens on. `norms` (the
     norm-weighted maps, `predict(..., need_norms=True)`) add a "weight | weight x norm" switch to the head and
-    model views: each row of a norm map scaled to sum 1 (the share of what reaches the query), rollout of those."""
+    model views and the text tab: each row of a norm map scaled to sum 1 (the share of what reaches the query),
+    rollout of those. `agreement` (method -> `tau_<reference>` -> mean, sem, texts, identical: over several texts,
+    `agreement_over_texts`) adds columns beside this text's tau in the faithfulness table."""
     check_scale(scale)
     if pooling not in POOLED_ROW:
         raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(map(repr, POOLED_ROW))}")
@@ -110,14 +112,19 @@ def attention_html(
         data["faithfulness"] = (
             {m: {k: _rounded(v) for k, v in s.items()} for m, s in faithfulness.items()} if faithfulness else None
         )
+        data["agreement"] = {
+            m: {k: {**a, "mean": _rounded(a["mean"]), "sem": _rounded(a["sem"])} for k, a in keys.items()}
+            for m, keys in (agreement or {}).items()
+        }
         data["faithfulness_note"] = faithfulness_note or ""
     full = attention_rollout(attentions, residual=residual) if rollout else None  # (T, T), the whole text
     if full is not None:
         data["rollout"] = np.round(full[:n, :n].astype(np.float64), DECIMALS).tolist()
-    if norms is not None:
-        data["kinds"] = {"weight": {"layers": data["layers"], "rollout": data["rollout"]}, "norm": _norm_maps(
-            tokens, norms, max_tokens=max_tokens, rollout=rollout, residual=residual)}  # fmt: skip
-    data["text"] = _text_tab(tokens, attentions, pooling=pooling, rollout=full, attributions=attributions or {})
+    data["text"] = text_tab(tokens, attentions, pooling=pooling, rollout=full, attributions=attributions or {})
+    if norms is not None:  # the text tab's series swap with the maps: each word by weight x norm
+        weight = {"layers": data["layers"], "rollout": data["rollout"], "series": data["text"]["series"]}
+        data["kinds"] = {"weight": weight, "norm": norm_maps(tokens, norms, max_tokens=max_tokens, rollout=rollout,
+                         residual=residual, pooling=pooling, attributions=attributions or {})}  # fmt: skip
     title = title or "attention"
     page, style, script = _assets()
     values = {
@@ -128,21 +135,6 @@ def attention_html(
         "SCRIPT": script,
     }
     return re.sub(r"__(TITLE|CAPTION|DATA|STYLE|SCRIPT)__", lambda m: values[m.group(1)], page)  # one pass
-
-
-def _norm_maps(tokens, norms, *, max_tokens: int | None, rollout: bool, residual: float) -> dict:
-    """The norm-weighted maps as the page draws them: rows scaled to sum 1, cut like the weights, and their rollout."""
-    if len(norms) == 0:
-        raise ValueError("norms: one (H, T, T) norm-weighted map per layer, got none")
-    maps = [np.asarray(m, dtype=np.float64) for m in norms]  # (H, T, T) each
-    shares = [m / np.clip(m.sum(axis=-1, keepdims=True), 1e-12, None) for m in maps]  # rows sum to 1
-    layers = [attention_window(tokens, m, max_tokens)[1] for m in shares]  # (H, n, n) each
-    n = layers[0].shape[-1]
-    full = attention_rollout(shares, residual=residual)[:n, :n] if rollout else None
-    return {
-        "layers": [np.round(w, DECIMALS).tolist() for w in layers],
-        "rollout": None if full is None else np.round(full.astype(np.float64), DECIMALS).tolist(),
-    }
 
 
 def save_attention_html(
@@ -178,55 +170,6 @@ def _json(data: dict) -> str:
     for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("/", "\\/")):
         text = text.replace(ch, esc)
     return text
-
-
-def _text_tab(
-    tokens: Sequence[str],
-    attentions: Sequence[np.ndarray | torch.Tensor],
-    *,
-    pooling: str,
-    rollout: np.ndarray | None,
-    attributions: Mapping[str, Sequence[float]],
-) -> dict:
-    """The text tab's data, over the whole text: its words, and per series (each layer's head mean, each head,
-    the rollout, each attribution method) one value per word, the pooled row's weights summed over a word's
-    pieces (attributions summed alike)."""
-    words = join_pieces(tokens)
-
-    def per_word(values) -> list[float]:
-        return [float(f"{v:.4g}") for v in word_values(values, words)]
-
-    series = [
-        {
-            "id": f"layer-{layer}",
-            "group": "mean of heads",
-            "label": f"layer {layer}",
-            "values": per_word(pooled_row(w, pooling)),
-        }
-        for layer, w in enumerate(attentions)
-    ]
-    for layer, w in enumerate(attentions):
-        series += [
-            {"id": f"layer-{layer}-head-{h}", "group": f"layer {layer}", "label": f"layer {layer}, head {h}",
-             "values": per_word(pooled_row(w[h], pooling))}
-            for h in range(w.shape[0])
-        ]  # fmt: skip
-    if rollout is not None:
-        series.append({"id": "rollout", "group": "all layers", "label": "rollout", "values": per_word(
-            pooled_rollout(rollout, pooling))})  # fmt: skip
-    for m, values in attributions.items():
-        series.append({"id": f"method-{m}", "group": "word attributions", "method": m, "signed": True,
-                       "values": per_word(values)})  # fmt: skip
-    return {
-        "words": [w.text for w in words],
-        "pieces": [len(w.tokens) for w in words],
-        "first": int(bool(tokens) and tokens[0] == "[CLS]"),  # not a word of the text: its share is stated apart
-        "pooling": pooling,
-        "pooled": POOLED_ROW[pooling],
-        "reads": READS[pooling],
-        "series": series,
-        "default": f"layer-{len(attentions) - 1}",
-    }
 
 
 @functools.lru_cache(maxsize=1)

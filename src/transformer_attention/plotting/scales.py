@@ -4,6 +4,8 @@ make such heads readable and every caption and colour bar says which one is draw
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
@@ -17,6 +19,28 @@ SCALES = {  # name -> what a colour means, for captions, colour bars and the pag
 # the default, measured (benchmarks/scales.py, docs/attention.md): on a trained Rotten Tomatoes model's maps the
 # cells span 57% of the colour range (fixed: 11%), and every map keeps the order of its weights (row does not)
 DEFAULT_SCALE = "uniform"
+
+
+MAP_KINDS = {  # name -> what a map's cell is, for captions and colour bars
+    "weight": "attention weight",
+    "norm": "weight x norm (||\u03b1 f(x)||, each row scaled to sum 1)",
+}
+
+
+def check_kind(kind: str) -> str:
+    """`kind` if it names a map kind, else a ValueError that lists them."""
+    if kind not in MAP_KINDS:
+        raise ValueError(f"kind={kind!r}: not a map kind; use weight or norm (weight x norm, rows as shares)")
+    return kind
+
+
+def map_shares(maps: Sequence[np.ndarray | torch.Tensor], kind: str) -> list[np.ndarray]:
+    """Each layer's (H, T, T) map as drawn: the weights as they are, or the norm-weighted maps with each row
+    scaled to sum 1 (the shares the page's switch and predict.py attention_map=norm show)."""
+    out = [as_numpy(m).astype(np.float32) for m in maps]
+    if check_kind(kind) == "norm":
+        out = [m / np.clip(m.sum(axis=-1, keepdims=True), 1e-12, None) for m in out]
+    return out
 
 
 def check_scale(scale: str) -> str:

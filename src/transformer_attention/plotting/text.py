@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from PIL import Image, ImageDraw
 
 from .rollout import attention_rollout, pooled_rollout
-from .scales import DEFAULT_SCALE, check_scale, scale_note, scaled
+from .scales import DEFAULT_SCALE, check_kind, check_scale, scale_note, scaled
 from .style import (
     BAR_PX,
     CARD_PX,
@@ -59,6 +59,7 @@ class ReviewText:
         scale: str = DEFAULT_SCALE,
         status: bool = False,
         width: int = CARD_PX,
+        kind: str = "weight",
     ) -> None:
         if not tokens or paragraphs < 1:
             raise ValueError(
@@ -83,7 +84,8 @@ class ReviewText:
         H = self.head + paragraphs * self.block + BAR_PX
         self.fig = fig = Figure(figsize=(width / DPI, H / DPI), dpi=DPI)
         self.status, self.status_xy = draw_header(fig, title, status)
-        what = f"the weight {POOLED_ROW[pooling]} gives each word (word pieces joined, weights summed)"
+        given = ("weight", "weights") if check_kind(kind) == "weight" else ("weight x norm share", "shares")
+        what = f"the {given[0]} {POOLED_ROW[pooling]} gives each word (word pieces joined, {given[1]} summed)"
         draw_colorbar(fig, f"{what} \u00b7 {scale_note(scale)}")
         self._frame = Frame(fig, hidden=[self.status] if self.status is not None else [])
 

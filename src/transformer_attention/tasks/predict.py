@@ -18,6 +18,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from ..analysis.agreement import agreement_over_texts
 from ..analysis.attributions import LABELS
 from ..analysis.faithfulness import Explained
 from ..analysis.run import explain_rows
@@ -122,10 +123,12 @@ def save_attention_page(
     removal: str = "",
     pooling: str = "cls",
     norms: list | None = None,
+    agreement: dict | None = None,
 ) -> Path:
     """The interactive attention view of one prediction (every layer, head and the rollout; with `norms`, the
     norm-weighted maps too) and, when `explained`, its word attributions with their faithfulness on this text:
-    `<folder>/<index>.html`."""
+    `<folder>/<index>.html`. `agreement`: each method's tau over all the texts explained (mean +- SE), beside
+    this text's."""
     probs = ", ".join(f"{name} {prob:.2f}" for name, prob in pred.probabilities.items())
     words = {}
     if explained is not None:
@@ -135,6 +138,7 @@ def save_attention_page(
             "faithfulness": {m: {q: s.get(q) for q in MEASURES} for m, s in explained.scores.items()},
             "faithfulness_note": f"for the class {list(pred.probabilities)[explained.target]}; this text's words "
             f"{removal}; comprehensiveness and sufficiency: the mean over the top {k}% of its words",
+            "agreement": agreement,
         }
     return save_attention_html(
         folder / f"{index:04d}.html", pred.tokens, pred.attentions, title=pred.text, caption=f"{pred.label} ({probs})",
@@ -183,7 +187,7 @@ def main(cfg: DictConfig) -> list[Prediction]:
         batch_size=cfg.batch_size,
         max_length=cfg.get("max_length"),
     )
-    explained, removal, norms = [None] * len(preds), "", [None] * len(preds)
+    explained, removal, norms, agreement = [None] * len(preds), "", [None] * len(preds), None
     tok = load_tokenizer(module.tokenizer_json)
     rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]  # the model's own tokens back to its ids
     if "html" in formats or (formats and kind == "norm"):  # the norm-weighted maps, as the model computes them
@@ -191,6 +195,8 @@ def main(cfg: DictConfig) -> list[Prediction]:
     if "html" in formats:  # the pages' word attributions (analysis/)
         names = module.hparams.get("label_names")
         explained, removal = explain_rows(module.net, rows, tok, cfg.get("analysis"), label_names=names)
+        found = [e.scores for e in explained if e is not None]
+        agreement = agreement_over_texts(found) if len(found) > 1 else None  # beside each text's, on every page
     run = Path(cfg.paths.output_dir)
     records, pooling = [], module.hparams.get("pooling", "cls")
     for i, p in enumerate(preds):
@@ -203,7 +209,9 @@ def main(cfg: DictConfig) -> list[Prediction]:
             record["rollout_png"] = str(save_rollout_png(drawn, folder, i, pooling=pooling, scale=scale))
             record["text_png"] = str(save_text_png(drawn, folder, i, pooling=pooling, scale=scale))
         if "html" in formats:
-            page = save_attention_page(p, run / "attention", i, explained[i], removal, pooling, norms=norms[i])
+            page = save_attention_page(
+                p, run / "attention", i, explained[i], removal, pooling, norms=norms[i], agreement=agreement
+            )
             record["attention_html"] = str(page)
         records.append(json.dumps(record, ensure_ascii=False) + "\n")
     atomic_write(run / "predictions.jsonl", "".join(records))

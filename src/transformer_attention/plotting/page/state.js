@@ -26,12 +26,14 @@ export function onChange(listener) {
   listeners.push(listener);
 }
 
-/* The maps the head and model views draw: the weights, or the norm-weighted maps (when the page has them). */
+/* The maps the head, model and text views draw: the weights, or the norm-weighted maps (when the page has them);
+   the text tab's series (the same ids) swap with them. */
 export function pickKind(kind) {
   if (!data.kinds || !(kind in data.kinds)) { return false; }
   state.kind = kind;
   data.layers = data.kinds[kind].layers;
   data.rollout = data.kinds[kind].rollout;
+  data.text.series = data.kinds[kind].series;
   return true;
 }
 

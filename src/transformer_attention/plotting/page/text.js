@@ -1,7 +1,8 @@
 /* Text tab: the whole review as wrapped words (word pieces joined, their weights summed: words.py), each
    shaded by the weight the pooled row gives it (the [CLS] row, or the mean of the rows for mean pooling:
    the page says which) of the series picked: a layer's mean of heads, one head, the rollout, or a word
-   attribution (signed: blue towards the predicted class, orange against). A leading [CLS] is no word of
+   attribution (signed: blue towards the predicted class, orange against); with the map switch on weight x norm,
+   the same series of the norm-weighted maps (state.pickKind swaps them). A leading [CLS] is no word of
    the review: its own share is stated, not shaded. Each word carries data-index and data-value. */
 import { data, state, changed } from "./state.js";
 import { byId, htmlNode, quoted } from "./dom.js";
@@ -55,10 +56,12 @@ export function drawText() {
     span.style.color = c > 0.55 ? "#fff" : "#222";
     span.setAttribute("data-value", String(v));
     span.setAttribute("data-series", one.id);
+    span.setAttribute("data-kind", one.signed ? "attribution" : state.kind);
   });
   byId("text-series").value = one.id;
+  const norm = state.kind === "norm" ? ", by weight x norm (each row as shares: the map switch)" : "";
   const note = one.signed ? "an attribution is shaded by its size / the largest on this text, whatever the scale" :
-    "shaded on the colour scale below";
+    "shaded on the colour scale below" + norm;
   const own = text.first && !one.signed ? "; " + text.words[0] + " itself takes " + one.values[0].toFixed(3) : "";
   byId("text-note").textContent = note + own;
   byId("text-legend").hidden = Boolean(one.signed);

@@ -1,6 +1,7 @@
 /* Word attributions tab (when the page carries them): each token coloured by the picked method's
    attribution (data-method, data-value), blue towards the predicted class, orange against, the strongest
-   fully coloured; each method's faithfulness on this text in a table. Method labels come from Python. */
+   fully coloured; each method's faithfulness on this text in a table, and, when predict.py explained several
+   texts, each method's agreement (tau) over all of them, mean +- SE. Method labels come from Python. */
 import { data, state, tokens, T, changed } from "./state.js";
 import { byId, htmlNode, quoted } from "./dom.js";
 
@@ -43,7 +44,12 @@ export function buildWords() {
   let row = htmlNode("tr", "", "", table);
   const shown = MEASURES.map((key, i) => [key, HEADS[i]]).filter(([key]) =>
     methods.some((m) => data.faithfulness[m] && key in data.faithfulness[m]));  /* the measures the page has */
-  ["method", ...shown.map(([, head]) => head)].forEach((name) => htmlNode("th", "", name, row));
+  const over = data.agreement || {}; /* each method's tau over every text predict.py explained, beside this one's */
+  const across = MEASURES.map((key, i) => [key, HEADS[i]])
+    .filter(([key]) => methods.some((m) => over[m] && over[m][key]));
+  const texts = (key) => Math.max(...methods.map((m) => (over[m] && over[m][key] ? over[m][key].texts : 0)));
+  ["method", ...shown.map(([, head]) => head), ...across.map(([key, head]) => head + ", " + texts(key) + " texts")]
+    .forEach((name) => htmlNode("th", "", name, row));
   methods.forEach((m) => {
     const scores = data.faithfulness[m];
     if (!scores) { return; }
@@ -51,6 +57,7 @@ export function buildWords() {
     row.setAttribute("data-method", m);
     htmlNode("td", "", methodName(m), row);
     shown.forEach(([key]) => htmlNode("td", "", cell(key, scores[key]), row));
+    across.forEach(([key]) => htmlNode("td", "across", spread(over[m] && over[m][key]), row));
   });
   if (data.faithfulness_note) { htmlNode("caption", "", data.faithfulness_note, table); }
 }
@@ -59,6 +66,12 @@ export function buildWords() {
 function cell(key, value) {
   if (value === null || value === undefined) { return "-"; }
   return key.startsWith("tau_") && value === 1 ? "1 (identical)" : value.toFixed(3);
+}
+
+/* A tau over several texts: mean +- standard error, "1 (identical)" when every text ranks the words the same. */
+function spread(one) {
+  if (!one || one.mean === null) { return "-"; }
+  return one.identical ? "1 (identical)" : one.mean.toFixed(3) + " \u00b1 " + one.sem.toFixed(3);
 }
 
 export function drawWords() {
