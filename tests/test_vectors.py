@@ -89,6 +89,38 @@ def test_one_worker_trains_the_same_vectors_twice_and_special_ids_get_none():
     assert not first[~known].any()
 
 
+VECTORS_IN_A_PROCESS = """
+import hashlib, sys
+import numpy as np
+from transformer_attention.pretraining.skipgram import train_vectors
+rng = np.random.default_rng(0)
+rows = [np.concatenate([[2], rng.integers(4, 60, size=20)]).astype(np.int32) for _ in range(300)]
+vectors, _ = train_vectors(rows, vocab_size=64, dim=8, epochs=2, min_count=1, seed=int(sys.argv[1]))
+print(hashlib.sha256(vectors.tobytes()).hexdigest())
+"""
+
+
+def test_the_default_vectors_are_the_same_bits_in_every_process_and_under_load(tmp_path):
+    """The default (one worker, gensim seeded through a hash that is the same in every process): two interpreter
+    launches with different PYTHONHASHSEED, one of them beside a process that keeps a core busy, give the same
+    vectors bit for bit; another `pretrain.seed` gives others."""
+
+    def digest(seed: int, hash_seed: str) -> str:
+        env = {**entry_env(), "PYTHONHASHSEED": hash_seed}
+        command = [sys.executable, "-c", VECTORS_IN_A_PROCESS, str(seed)]
+        return subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+    first = digest(0, "1")
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        again = digest(0, "2")
+    finally:
+        busy.kill()
+        busy.wait()
+    assert first == again
+    assert digest(1, "1") != first
+
+
 def fake_vectors(vocab: int = 30, dim: int = 8, seed: int = 0) -> WordVectors:
     data = ReviewDataModule(name="toy", toy_size=200, vocab_size=vocab, min_frequency=1)
     tokenizer = data.train_tokenizer()

@@ -29,7 +29,7 @@ class SkipgramConfig:
     sample: float = 1e-4  # down-sampling of frequent words
     epochs: int = 10
     min_count: int = 1  # ids seen fewer times keep their random init
-    workers: int | None = None  # threads; None: the cores no other process is running on
+    workers: int | None = 1  # threads; 1: the same vectors on any machine and load; None: the free cores
 
     def __post_init__(self) -> None:
         whole = {"dim": 2, "window": 1, "negative": 1, "epochs": 1, "min_count": 1, "workers": 1}

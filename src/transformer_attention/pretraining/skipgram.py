@@ -45,11 +45,11 @@ def make_vectors(settings: PretrainConfig, data: PretrainingData, run: PretrainR
 
 
 def depends_on(settings: PretrainConfig, data: PretrainingData) -> tuple[tuple, list[str]]:
-    """What the vectors are a function of, for the cache key: their settings (the worker count left out: how fast,
-    not what), the tokenizer and the corpus (returned apart: texts are hashed one by one)."""
+    """What the vectors are a function of, for the cache key: their settings (the worker count included: with more
+    than one, gensim's threads race and every training differs), the tokenizer and the corpus (returned apart:
+    texts are hashed one by one)."""
     tokenizer, texts = skipgram_corpus(data)
-    chosen = {k: v for k, v in vector_settings(settings).items() if k != "workers"}
-    return (sorted(chosen.items()), tokenizer.to_str()), texts
+    return (sorted(vector_settings(settings).items()), tokenizer.to_str()), texts
 
 
 def vector_settings(settings: PretrainConfig) -> dict[str, Any]:
@@ -90,11 +90,14 @@ def train_vectors(
     sample: float = 1e-4,
     epochs: int = 10,
     min_count: int = 1,
-    workers: int | None = None,
+    workers: int | None = 1,
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Skip-gram vectors (gensim Word2Vec, sg=1) of the ids in `rows` (special ids left out):
-    ((vocab_size, dim) float32, (vocab_size,) bool known). One worker gives the same vectors every run."""
+    ((vocab_size, dim) float32, (vocab_size,) bool known). With one worker they are a function of the rows, the
+    settings and `seed` alone, bit for bit, in any process and under any load (gensim 4 seeds its starting
+    vectors from `seed`, not from Python's per-process string hash); more workers (None: the free cores) train
+    faster but differently every time: their threads race."""
     from gensim.models import Word2Vec  # imported here: only a skip-gram run needs gensim
 
     logging.getLogger("gensim").setLevel(logging.WARNING)
