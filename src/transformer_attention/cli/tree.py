@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..files import atomic_write, shown
+from ..training.settings import default_config
 
 ORDER = ("data", "model", "trainer", "callbacks", "logger", "paths")
 
@@ -66,20 +67,6 @@ def _within(key: str, leaves: dict[str, Any]) -> bool:
     """Whether `key` or a node above it is one of `leaves` (a group set to null holds what it held)."""
     parts = key.split(".")
     return any(".".join(parts[:n]) in leaves for n in range(1, len(parts) + 1))
-
-
-def default_config() -> DictConfig | None:
-    """The config this run's entry composes with no overrides, or None outside a Hydra run (or if it fails)."""
-    from hydra import compose
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
-
-    if not (GlobalHydra().is_initialized() and HydraConfig.initialized()):
-        return None
-    try:
-        return compose(config_name=HydraConfig.get().job.config_name, overrides=[])
-    except Exception:  # noqa: BLE001 - a config only this run's overrides can compose (a search path): show it all
-        return None
 
 
 def _leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:

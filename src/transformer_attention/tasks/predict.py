@@ -27,7 +27,7 @@ from ..errors import CheckpointError, ConfigError, InputError, printable
 from ..files import atomic_write
 from ..inference import Prediction, infer, predict
 from ..plotting import ReviewText, paragraphs, plot_rollout, save_attention_html, save_attention_png, save_figure
-from ..plotting.scales import DEFAULT_SCALE, SCALES
+from ..plotting.scales import DEFAULT_SCALE, MAP_KINDS, SCALES
 from ..plotting.words import POOLED_ROW
 from ..training.checkpoint import load_module
 
@@ -148,7 +148,6 @@ def save_attention_page(
 
 # the page's table, per method
 MEASURES = ("comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients")
-MAP_KINDS = ("weight", "norm")  # what the PNGs draw: the weights, or weight x norm with each row scaled to sum 1
 ATTENTION_FORMATS = {False: (), "none": (), True: ("png",), "png": ("png",), "html": ("html",), "both": ("png", "html")}
 
 

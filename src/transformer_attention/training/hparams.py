@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra import compose
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
@@ -22,6 +21,7 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard.summary import hparams
 
 from ..compat import tensorboard_tag
+from .settings import default_config
 
 MISSING = "none"  # a setting a run lacks or leaves unset: parallel coordinates drops a run without a value
 
@@ -79,11 +79,8 @@ def differing_keys(settings: Mapping[str, Any], overrides: Sequence[str] = ()) -
 def default_settings(keys: Sequence[str]) -> dict[str, Any] | None:
     """`keys` as the running Hydra app's config has them without any override (None outside a Hydra app); keys
     the data fills in at run time (`???`) are left out."""
-    if not HydraConfig.initialized():
-        return None
-    try:
-        cfg = compose(config_name=HydraConfig.get().job.config_name, overrides=[])
-    except Exception:  # noqa: BLE001 - an app composed another way (a test's config): fall back to the overrides
+    cfg = default_config()  # the same composition the console's tree compared the run against
+    if cfg is None:  # outside a Hydra app, or one composed another way (a test's config): fall back
         return None
     out = {}
     for key in keys:

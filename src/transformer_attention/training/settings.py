@@ -180,3 +180,26 @@ def check_devices(trainer: Mapping[str, Any], prefix: str) -> None:
             f"{prefix}devices={devices} but only {visible} GPU(s) are visible: "
             f"use {prefix}devices={visible} (or {prefix}devices=auto)"
         )
+
+
+_DEFAULTS: list = [None, None]  # this run's Hydra config node, and the defaults composed for it
+
+
+def default_config() -> Any:
+    """The config this run's entry composes with no overrides (a DictConfig), composed once a run: the console's
+    tree and HPARAMS' checked columns both compare the run against it. None outside a Hydra run, or where the
+    defaults do not compose alone (a config only the run's overrides can compose, such as a search path)."""
+    from hydra import compose
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    if not (GlobalHydra().is_initialized() and HydraConfig.initialized()):
+        return None
+    run = HydraConfig.get()  # one node per run or sweep job: a new run composes its own defaults
+    if _DEFAULTS[0] is not run:
+        try:
+            composed = compose(config_name=run.job.config_name, overrides=[])
+        except Exception:  # noqa: BLE001 - the defaults alone do not compose: callers fall back
+            composed = None
+        _DEFAULTS[:] = [run, composed]
+    return _DEFAULTS[1]
