@@ -21,6 +21,7 @@ from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from .model import TransformerClassifier
+from .model.regularizers import adversarial_loss, word_dropout
 
 
 def _warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
@@ -110,6 +111,8 @@ class ClassifierModule(EncoderModule):
         label_names: list[str] | None = None,
         init_from: str | None = None,
         freeze_embedding_epochs: int = 0,
+        word_dropout: float = 0.0,
+        adversarial_eps: float = 0.0,
         **settings: Any,
     ) -> None:
         super().__init__(tokenizer, optimizer, scheduler)
@@ -125,6 +128,8 @@ class ClassifierModule(EncoderModule):
                 "label_smoothing": label_smoothing,
                 "label_names": label_names,
                 "freeze_embedding_epochs": freeze_embedding_epochs,
+                "word_dropout": word_dropout,
+                "adversarial_eps": adversarial_eps,
             }
         )
         self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
@@ -144,10 +149,26 @@ class ClassifierModule(EncoderModule):
         maps = {"need_weights": need_weights, "need_norms": need_norms}
         return self.net(input_ids, attention_mask, head_mask=head_mask, **maps)
 
-    def model_step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        logits = self.net(batch["input_ids"], batch["attention_mask"]).logits  # (B, C)
-        loss = F.cross_entropy(logits.float(), batch["labels"], label_smoothing=self.hparams.label_smoothing)
-        return loss, logits.argmax(dim=-1), batch["labels"]
+    def model_step(
+        self, batch: dict[str, torch.Tensor], train: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(loss, predictions, labels) of a batch; in training with the regularisers the settings ask for
+        (model.word_dropout, model.adversarial_eps: model/regularizers.py)."""
+        ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
+        smoothing = self.hparams.label_smoothing
+
+        def loss_of(logits: torch.Tensor) -> torch.Tensor:
+            return F.cross_entropy(logits.float(), labels, label_smoothing=smoothing)
+
+        eps = self.hparams.get("adversarial_eps", 0.0) if train else 0.0
+        if train:
+            mask = word_dropout(mask, self.hparams.get("word_dropout", 0.0))
+        if eps > 0:
+            loss, logits, adversarial = adversarial_loss(self.net, ids, mask, loss_of, eps)
+            self.log("train/adversarial_loss", adversarial, on_step=False, on_epoch=True)
+            return loss + adversarial, logits.argmax(dim=-1), labels
+        logits = self.net(ids, mask).logits  # (B, C)
+        return loss_of(logits), logits.argmax(dim=-1), labels
 
     # ---- fit -----------------------------------------------------------------------------
     def on_train_start(self) -> None:
@@ -162,7 +183,7 @@ class ClassifierModule(EncoderModule):
         self.net.embedding.weight.requires_grad_(not frozen)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss, preds, labels = self.model_step(batch)
+        loss, preds, labels = self.model_step(batch, train=True)
         self.train_loss(loss)  # forward: its step value is logged too
         self.train_acc.update(preds, labels)  # logged per epoch only: no per-batch value to compute
         self.log("train/loss", self.train_loss, on_step=True, on_epoch=True, prog_bar=True)

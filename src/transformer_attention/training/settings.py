@@ -55,6 +55,14 @@ def check_optimization(optimizer: Mapping[str, Any] | None, scheduler: Mapping[s
     check_rules(scheduler or {}, SCHEDULER_RULES, f"{prefix}scheduler.")
 
 
+MODULE_RULES: dict[str, Rule] = {  # ClassifierModule's own settings
+    "label_smoothing": (lambda v: is_number(v) and 0 <= v < 1, FRACTION, 0.1),
+    "freeze_embedding_epochs": (lambda v: is_whole(v, 0), "a whole number >= 0 (0: never held fixed)", 1),
+    "word_dropout": (lambda v: is_number(v) and 0 <= v < 1, FRACTION, 0.1),
+    "adversarial_eps": (lambda v: is_number(v) and v >= 0, "a number >= 0 (0: off)", 1.0),
+}
+
+
 @dataclass
 class ModelConfig(EncoderConfig):
     """`conf/model/`: the encoder's settings and how ClassifierModule optimises it, checked when built."""
@@ -63,6 +71,8 @@ class ModelConfig(EncoderConfig):
     _convert_: str = "all"  # plain lists and dicts in the hyperparameters: weights_only checkpoints
     label_smoothing: float = 0.0
     freeze_embedding_epochs: int = 0  # hold the token embedding fixed for this many first epochs (word vectors)
+    word_dropout: float = 0.0  # in training, each real token leaves the attention mask with this probability
+    adversarial_eps: float = 0.0  # > 0: the loss also on embeddings moved eps along its gradient (Miyato 2017)
     optimizer: Any = None  # a `_partial_` optimizer (params come later); None: AdamW(lr=1e-3)
     scheduler: Any = None  # a `_partial_` scheduler (optimizer, total_steps); None: warmup_cosine
     # a pretrain.py checkpoint (or its vectors.npz) to start from, or "pretrain": pretrain now as `pretrain`
@@ -74,14 +84,7 @@ class ModelConfig(EncoderConfig):
             check_encoder(asdict(self), prefix="model.")
         except ValueError as err:
             raise ConfigError(str(err)) from None
-        check_rules(
-            {"label_smoothing": self.label_smoothing, "freeze_embedding_epochs": self.freeze_embedding_epochs},
-            {
-                "label_smoothing": (lambda v: is_number(v) and 0 <= v < 1, FRACTION, 0.1),
-                "freeze_embedding_epochs": (lambda v: is_whole(v, 0), "a whole number >= 0 (0: never held fixed)", 1),
-            },
-            prefix="model.",
-        )
+        check_rules({key: getattr(self, key) for key in MODULE_RULES}, MODULE_RULES, prefix="model.")
         check_optimization(self.optimizer, self.scheduler, prefix="model.")
         init_from = self.init_from
         if init_from is not None and init_from != "pretrain" and not os.path.isfile(str(init_from)):
