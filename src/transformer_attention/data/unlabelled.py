@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 WHOLE_TEXT = 1_000_000  # a max_length no text reaches: pretraining reads every text whole
 
 
+class HubUnavailable(DataError):
+    """An extra text named by its hub name that could not be loaded (offline, or no such dataset)."""
+
+
 def normalized(text: str) -> str:
     """The form in which two texts count as the same: lowercased, whitespace collapsed."""
     return " ".join(text.lower().split())
@@ -68,7 +72,7 @@ def load_texts(source: str, text_column: str = "text") -> list[str]:
     except DataError as err:
         if path is not None or not str(err).startswith(f"data.name={name!r}"):
             raise
-        raise DataError(  # a hub name that did not load: say it of pretrain.extra_texts, not of data.name
+        raise HubUnavailable(  # a hub name that did not load: say it of pretrain.extra_texts, not of data.name
             f"pretrain.extra_texts: {source!r} is not a local file or folder and could not be loaded from the "
             f"Hugging Face hub ({str(err).split(': ', 1)[-1].split(';')[0]}); give a local copy instead, e.g. "
             "pretrain.extra_texts=[../shared/data/imdb] (a folder of train.* files)"

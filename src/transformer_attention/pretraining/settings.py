@@ -16,6 +16,8 @@ from ..model.config import encoder_fields
 from ..training.settings import Rule, check_optimization, check_rules, check_trainer
 
 METHOD_NAMES = ("mlm", "skipgram")  # what `pretrain.method` may name: methods.METHODS says what each does
+# what train.py does when `pretrain.extra_texts` is empty or a hub name in it cannot be loaded (offline)
+WITHOUT_EXTRA_TEXTS = ("pretrain", "scratch", "error")
 GROUPS = ("trainer", "callbacks", "logger")  # how a pretraining runs (config groups under pretrain.*), not what
 
 
@@ -53,6 +55,9 @@ class PretrainConfig:
     method: str = "mlm"
     extra_texts: tuple[str, ...] = ()  # more unlabelled text: files, folders or hub names (data/unlabelled.py)
     text_column: str = "text"  # of the extra texts
+    # without them (none given, or a hub name unreachable): pretrain on the data's own texts, start train.py from
+    # random embeddings (a recipe whose pretraining does not pay without them), or stop with one line
+    without_extra_texts: str = "pretrain"
     max_length: int = 128  # tokens per window: a longer text is read in several windows
     batch_size: int = 64
     mask_prob: float = 0.15
@@ -78,6 +83,11 @@ class PretrainConfig:
             raise ConfigError(
                 f"pretrain.extra_texts={texts!r} must be a list of files, folders or hub names: "
                 "e.g. pretrain.extra_texts=[../shared/data/imdb]"
+            )
+        if self.without_extra_texts not in WITHOUT_EXTRA_TEXTS:
+            raise ConfigError(
+                f"pretrain.without_extra_texts={self.without_extra_texts!r} must be one of "
+                f"{', '.join(WITHOUT_EXTRA_TEXTS)}: e.g. pretrain.without_extra_texts=scratch"
             )
         check_rules(asdict(self), RULES, prefix="pretrain.")
         check_optimization(self.optimizer, self.scheduler, prefix="pretrain.")
@@ -118,7 +128,7 @@ class PretrainConfig:
 
     def recipe(self) -> dict[str, Any]:
         """What shapes the result, as plain data for the cache key: every setting but the groups that run it."""
-        return {k: v for k, v in asdict(self).items() if k not in GROUPS}
+        return {k: v for k, v in asdict(self).items() if k not in (*GROUPS, "without_extra_texts")}
 
     @property
     def vector_dim(self) -> int | None:

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, open_dict
 from ..compat import expect_checkpoints
 from ..errors import ConfigError
 from ..files import shown, start_run_log
-from ..pretraining import PretrainConfig, PretrainRun, Start, pretrain, read_start
+from ..pretraining import PretrainConfig, PretrainRun, Start, missing_texts, pretrain, read_start
 from ..training.builders import (
     TrainerBuilder,
     build_data,
@@ -100,12 +100,27 @@ def starting_point(cfg: DictConfig, model_settings: dict, resume: Resume) -> Sta
         out_dir = Path(cfg.paths.log_dir) / "pretrain" / "runs" / stamp
         own = pretraining_view(cfg, out_dir)
         settings = PretrainConfig.from_values(plain(own.pretrain), model=model_settings)
+        if settings.without_extra_texts != "pretrain" and (reason := missing_texts(settings)):
+            return without_extra_texts(cfg, model_settings, reason, settings.without_extra_texts)
         run = PretrainRun(out_dir, Path(cfg.paths.cache_dir), record=RunRecord.of(plain(own), own_overrides=False))
         start = pretrain(settings, instantiate(own.data), run)
         if cfg.get("seed") is not None:  # pretraining seeds with its own seed: the fine-tuning starts from `seed`
             L.seed_everything(cfg.seed, workers=True)
     start.check_fits(model_settings)
     return start
+
+
+def without_extra_texts(cfg: DictConfig, model_settings: dict, reason: str, choice: str) -> None:
+    """`pretrain.without_extra_texts=scratch`: the run starts from random embeddings, held fixed for no epoch, and
+    its config says so; `error`: one line, before any work."""
+    fix = "give them: pretrain.extra_texts=[imdb:unsupervised] online, or local folders (docs/results.md)"
+    if choice == "error":
+        raise ConfigError(f"model.init_from=pretrain needs extra texts, and {reason}: {fix}")
+    log.warning("%s: this recipe starts from random embeddings (model.init_from=null), what it measured best "
+                "without extra texts; for its word vectors %s", reason, fix)  # fmt: skip
+    for settings in (cfg.model, model_settings):
+        settings["init_from"], settings["freeze_embedding_epochs"] = None, 0
+    return None
 
 
 def pretraining_view(cfg: DictConfig, out_dir: Path) -> DictConfig:
