@@ -38,7 +38,6 @@ from ..data.toy import deciding_words_for
 from ..errors import ConfigError
 from ..files import shown
 from ..inference import probabilities
-from ..module import evaluating
 from .console import seconds
 from .sinks import image_loggers, log_image, log_text
 
@@ -134,11 +133,10 @@ class ModelAnalysis(Callback):
             return
         start = time.perf_counter()
         net, weights = self.kept_model(trainer, pl_module)
-        with evaluating(net):  # once for all the analyses' passes, not once a pass (inference.forward)
-            self.result = run_analyses(
-                net, self.plan, splits=dm.splits, tokenizer=dm.tokenizer, progress=self.progress,
-                label_names=dm.label_names, deciding_words=deciding_words_for(dm),
-            )  # fmt: skip
+        self.result = run_analyses(
+            net, self.plan, splits=dm.splits, tokenizer=dm.tokenizer, progress=self.progress,
+            label_names=dm.label_names, deciding_words=deciding_words_for(dm),
+        )  # fmt: skip
         self.result.settings["weights"] = weights
         folder = Path(trainer.default_root_dir) / "analysis"
         keep_analysis(self.result, folder, trainer.loggers, trainer.global_step, label=weights)
