@@ -72,14 +72,14 @@ def test_quiet_console_is_idempotent_and_leaves_a_bare_session_alone():
 
 
 # ---- the config: what a run changes, the whole tree in its folder ----------------------------------------
-def composed(*overrides: str, config_name: str = "train"):
+def composed(*overrides: str, config_name: str = "train", return_hydra: bool = False):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            return compose(config_name, overrides=list(overrides))
+            return compose(config_name, overrides=list(overrides), return_hydra_config=return_hydra)
     finally:
         GlobalHydra.instance().clear()
 
@@ -112,6 +112,44 @@ def test_the_console_shows_what_a_run_changes_and_they_compose_back(tmp_path, ca
     assert OmegaConf.to_container(again, resolve=False) == OmegaConf.to_container(cfg, resolve=False)
     assert not [line for line in lines if line != line.rstrip()]
     assert print_lines_of(capsys, composed(), defaults) == ["config: the defaults (console.tree=full prints all of it)"]
+
+
+@pytest.mark.parametrize("overrides", [[], ["model.num_heads=8"]])
+def test_a_run_given_no_overrides_is_the_defaults_without_composing_them(overrides, monkeypatch, capsys):
+    """A Hydra run given no overrides is its entry's defaults: the tree says so and HPARAMS checks no column, without
+    composing the defaults again; a run given overrides still compares against the composed defaults."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from transformer_attention.cli import tree
+    from transformer_attention.training import hparams
+
+    composes = []
+    defaults = composed()
+
+    def default_config():
+        composes.append(1)
+        return defaults
+
+    monkeypatch.setattr(tree, "default_config", default_config)
+    monkeypatch.setattr(hparams, "default_config", default_config)
+    cfg = composed(*overrides)
+    with_hydra = composed(*overrides, return_hydra=True)
+    OmegaConf.set_readonly(with_hydra.hydra, False)
+    with_hydra.hydra.overrides.task = list(overrides)
+    previous = HydraConfig.instance().cfg
+    HydraConfig.instance().set_config(with_hydra)
+    try:
+        print_config_tree(cfg)
+        differ = hparams.differing_keys({"model.num_heads": cfg.model.num_heads, "seed": cfg.seed})
+    finally:
+        HydraConfig.instance().cfg = previous
+    first = capsys.readouterr().out.splitlines()[0]
+    if overrides:
+        assert first.startswith("config: what this run changes") and differ == ["model.num_heads"]
+        assert composes
+    else:
+        assert first == "config: the defaults (console.tree=full prints all of it)" and differ == []
+        assert not composes
 
 
 def print_lines_of(capsys, cfg, defaults) -> list[str]:

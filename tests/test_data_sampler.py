@@ -95,3 +95,17 @@ def test_lightning_injects_a_distributed_sampler(captured):
         assert (ranked.pool_batches, ranked.seed) == ((4, 7) if captured else (50, 0))
         seen += [i for b in ranked for i in b]
     assert set(seen) == set(range(203)) and len(seen) == 204  # DistributedSampler pads one to even shards
+
+
+def test_collate_pads_each_row_after_its_tokens_whatever_the_row_type():
+    """Lists and int32 arrays of any length (one empty) give the row's tokens, then `pad_id`, and a mask that is True
+    exactly on the tokens; the labels in order."""
+    rows = [[5, 6, 7], np.array([9], dtype=np.int32), [], np.arange(10, 16), [4, 4]]
+    batch = collate([{"input_ids": r, "labels": i % 2} for i, r in enumerate(rows)], pad_id=1)
+    assert batch["input_ids"].dtype == torch.long and batch["input_ids"].shape == (5, 6)
+    assert batch["attention_mask"].dtype == torch.bool
+    for i, r in enumerate(rows):
+        expected = [int(t) for t in r] + [1] * (6 - len(r))
+        assert batch["input_ids"][i].tolist() == expected
+        assert batch["attention_mask"][i].tolist() == [True] * len(r) + [False] * (6 - len(r))
+    assert batch["labels"].tolist() == [0, 1, 0, 1, 0]

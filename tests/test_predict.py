@@ -23,7 +23,8 @@ from transformer_attention.analysis.heads import head_importance
 from transformer_attention.data import collate, load_tokenizer
 from transformer_attention.data.tokenizer import encode
 from transformer_attention.errors import InputError
-from transformer_attention.inference import Prediction, batched, infer, predict, probabilities
+from transformer_attention.inference import Prediction, batched, forward, infer, predict, probabilities
+from transformer_attention.model import TransformerClassifier
 from transformer_attention.module import ClassifierModule
 from transformer_attention.tasks.predict import read_texts
 from transformer_attention.training.checkpoint import load_module
@@ -314,3 +315,21 @@ def test_evaluate_reproduces_the_training_test_metrics(trained, tmp_path: Path):
     (run_dir,) = run_dirs(log_dir, "evaluate")  # its own folder; the training run's logs are untouched
     assert list(run_dir.glob("events.out.tfevents.*"))
     assert sorted(run.glob("events.out.tfevents.*")) == training_logs
+
+
+def test_forward_runs_in_eval_mode_and_leaves_every_mode_as_it_found_it():
+    """A training model (with a frozen, eval-mode part) gives its eval-mode logits, every mode restored after; a model
+    all in eval mode, as the analyses hold theirs, gives the same logits and stays in eval mode."""
+    torch.manual_seed(0)
+    net = TransformerClassifier(vocab_size=30, num_classes=2, d_model=16, num_heads=2, num_layers=2, dropout=0.5)
+    ids, mask = torch.randint(3, 30, (3, 7)), torch.ones(3, 7, dtype=torch.bool)
+    mask[0, 4:] = False
+    expected = net.eval()(ids, mask).logits
+    net.train()
+    net.head.eval()
+    before = {name: m.training for name, m in net.named_modules()}
+    assert torch.equal(forward(net, ids, mask).logits, expected)
+    assert {name: m.training for name, m in net.named_modules()} == before
+    net.eval()
+    assert torch.equal(forward(net, ids, mask).logits, expected)
+    assert not any(m.training for m in net.modules())

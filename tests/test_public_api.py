@@ -10,9 +10,9 @@ from conftest import ROOT
 SRC = ROOT / "src"
 OWN = ("transformer_attention", "hydra_plugins.transformer_attention_sweeper")
 COMPAT = "transformer_attention/compat.py"  # the one module allowed to, each use explained there
-# what the scan finds in compat.py: its workarounds (Lightning's console handlers, its CSV writer's header) go
-# through public attributes, so nothing private is reached for yet
-COMPAT_USES: set[str] = set()
+# what the scan finds in compat.py: most of its workarounds (Lightning's console handlers, its CSV writer's header)
+# go through public attributes; the one private name is the class whose needless per-log moves it skips
+COMPAT_USES: set[str] = {"lightning.pytorch.trainer.connectors.logger_connector.result._ResultMetric"}
 
 
 def _private(name: str) -> bool:

@@ -47,3 +47,35 @@ def test_the_collector_is_back_on_when_a_run_fails_before_its_task():
     )
     proc = subprocess.run([sys.executable, "-c", code], env=entry_env(), capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip().endswith(" True"), proc.stdout + proc.stderr[-3000:]
+
+
+def test_a_logged_result_on_its_device_is_not_moved_and_logs_the_same_values(monkeypatch):
+    """compat.skip_needless_log_moves: Lightning's per-log move of a result already on the value's device is skipped
+    (its walk never runs), any other move still runs, and a Metric logged as an object or a tensor gives the same
+    step and epoch values as the plain computation."""
+    import torch
+    from lightning.pytorch.trainer.connectors.logger_connector import result
+    from torchmetrics import MeanMetric
+
+    from transformer_attention.compat import skip_needless_log_moves
+
+    skip_needless_log_moves()
+    skip_needless_log_moves()  # idempotent: wrapped once
+    assert result._ResultMetric.to.skips_needless_moves
+    logged = result._ResultCollection(training=True)
+    mean, values, sizes = MeanMetric(), [1.0, 2.0, 6.0], [1, 3, 4]
+    for value, size in zip(values, sizes, strict=True):
+        mean(torch.tensor(value))
+        logged.log("training_step", "metric", mean, on_step=True, on_epoch=True)
+        logged.log("training_step", "tensor", torch.tensor(value), on_step=True, on_epoch=True, batch_size=size)
+    step, epoch = logged.metrics(on_step=True)["callback"], logged.metrics(on_step=False)["callback"]
+    assert float(step["metric_step"]) == 6.0 and float(step["tensor_step"]) == 6.0
+    assert float(epoch["metric_epoch"]) == 3.0  # MeanMetric: the mean of the values
+    assert float(epoch["tensor_epoch"]) == sum(v * n for v, n in zip(values, sizes, strict=True)) / sum(sizes)
+
+    kept = logged["training_step.tensor"]
+    monkeypatch.setattr(result, "apply_to_collection", lambda *a, **k: (_ for _ in ()).throw(AssertionError("moved")))
+    assert kept.to("cpu") is kept and kept.to(torch.device("cpu")) is kept  # on its device: no walk
+    monkeypatch.undo()
+    kept.to(torch.float64)  # anything else: Lightning's own move
+    assert kept.value.dtype == torch.float64

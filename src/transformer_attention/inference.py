@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -86,14 +87,22 @@ def forward(
     grad: bool | None = False,
     need_norms: bool = False,
 ) -> ClassifierOutput:
-    """`model(ids, mask)` in eval mode, every submodule's mode restored after. `grad`: build the graph for
-    gradients (True), not (False), or as the caller's grad mode is (None: what captum sets). `need_norms`: the
-    attentions are the norm-weighted maps (MultiHeadAttention)."""
+    """`model(ids, mask)` in eval mode, every submodule's mode restored after (a model already all in eval mode,
+    as `held_in_eval` holds the analyses', is left as it is: saving and restoring each mode cost more than the
+    forward pass of a small batch). `grad`: build the graph for gradients (True), not (False), or as the caller's
+    grad mode is (None: what captum sets). `need_norms`: the attentions are the norm-weighted maps
+    (MultiHeadAttention)."""
     extra = {} if head_mask is None else {"head_mask": head_mask}  # a pretraining module takes neither
     if need_norms:
         extra["need_norms"] = True
-    with evaluating(model), torch.set_grad_enabled(torch.is_grad_enabled() if grad is None else grad):
+    modes = evaluating(model) if any(m.training for m in model.modules()) else nullcontext()
+    with modes, torch.set_grad_enabled(torch.is_grad_enabled() if grad is None else grad):
         return model(ids, mask, need_weights=need_weights, **extra)
+
+
+def held_in_eval(model: nn.Module) -> AbstractContextManager:
+    """`model` in eval mode for many passes (the analyses'), every mode restored after; `forward` leaves it as it is."""
+    return evaluating(model)
 
 
 def forward_batches(

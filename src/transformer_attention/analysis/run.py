@@ -14,6 +14,7 @@ from torch import nn
 
 from ..data.labels import names_or_ids
 from ..errors import ConfigError
+from ..inference import held_in_eval
 from .faithfulness import Explained, Faithfulness, explain_texts, faithfulness
 from .heads import HeadImportance, head_importance
 from .plan import Plan, analysis_settings
@@ -53,24 +54,25 @@ def run_analyses(
     if "faithfulness" in chosen.names:  # a class that is not there fails before any work
         texts, labels = chosen.rows("faithfulness", splits)
         targets = target_classes(s.target, labels, label_names, net.head.out_features, len(texts))
-    if "heads" in chosen.names:
-        start = time.perf_counter()
-        rows, labels = chosen.rows("heads", splits)
-        result.heads = head_importance(net, rows, labels, batch_size=s.batch_size, progress=progress)
-        result.seconds["heads"] = time.perf_counter() - start
-    if "faithfulness" in chosen.names:
-        start = time.perf_counter()
-        kind, mask_id = replacement(s.removal, tokenizer)
-        known = chosen.texts("faithfulness", splits) if deciding_words else None
-        rationales = None if known is None else rationales_of(known, texts, deciding_words, tokenizer)
-        result.faithfulness = faithfulness(
-            net, texts,
-            tokens=[[tokenizer.id_to_token(int(t)) for t in row] for row in texts],
-            split=chosen.split, k=s.k, removal=kind, mask_id=mask_id,
-            ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size, progress=progress, targets=targets,
-            rationales=rationales, normalized=s.normalized,
-        )  # fmt: skip
-        result.seconds["faithfulness"] = time.perf_counter() - start
+    with held_in_eval(net):  # one eval mode for all the passes below, not one set and restored a pass
+        if "heads" in chosen.names:
+            start = time.perf_counter()
+            rows, labels = chosen.rows("heads", splits)
+            result.heads = head_importance(net, rows, labels, batch_size=s.batch_size, progress=progress)
+            result.seconds["heads"] = time.perf_counter() - start
+        if "faithfulness" in chosen.names:
+            start = time.perf_counter()
+            kind, mask_id = replacement(s.removal, tokenizer)
+            known = chosen.texts("faithfulness", splits) if deciding_words else None
+            rationales = None if known is None else rationales_of(known, texts, deciding_words, tokenizer)
+            result.faithfulness = faithfulness(
+                net, texts,
+                tokens=[[tokenizer.id_to_token(int(t)) for t in row] for row in texts],
+                split=chosen.split, k=s.k, removal=kind, mask_id=mask_id,
+                ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size, progress=progress, targets=targets,
+                rationales=rationales, normalized=s.normalized,
+            )  # fmt: skip
+            result.seconds["faithfulness"] = time.perf_counter() - start
     return result
 
 

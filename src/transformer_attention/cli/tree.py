@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..files import atomic_write, shown
+from ..training.defaults import given_no_overrides
 from ..training.settings import default_config
 
 ORDER = ("data", "model", "trainer", "callbacks", "logger", "paths")
@@ -27,16 +28,22 @@ def print_config_tree(
     defaults: DictConfig | None = None,
 ) -> None:
     """Print `cfg` as `console.tree` says (changes: the keys whose value differs from `defaults`, the config the
-    same entry composes with no overrides, composed here when not given; full: the whole tree), without the
-    `unused` groups (say, `pretrain` in a run that does not pretrain); with `save_to`, write the whole tree
-    there and name it. `show=False` only writes it (a sweep's jobs: the tree of each would fill the console)."""
+    same entry composes with no overrides: `cfg` itself in a run given none, else composed here when not given;
+    full: the whole tree), without the `unused` groups (say, `pretrain` in a run that does not pretrain); with
+    `save_to`, write the whole tree there and name it. `show=False` only writes it (a sweep's jobs: the tree of
+    each would fill the console)."""
     if save_to is not None:
         atomic_write(save_to, tree_text(cfg))
     if not show:
         return
     where = [f"config: all of it in {shown(save_to)}"] if save_to is not None else []
     mode = OmegaConf.select(cfg, "console.tree", default="changes")
-    base = None if mode == "full" else defaults if defaults is not None else default_config()
+    if mode == "full":
+        base = None
+    elif defaults is not None:
+        base = defaults
+    else:
+        base = cfg if given_no_overrides() else default_config()
     if base is None:  # console.tree=full, or no Hydra to compose the defaults with: the whole tree
         print("\n".join([tree_text(cfg, unused), *where]))
         return

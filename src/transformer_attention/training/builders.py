@@ -5,6 +5,7 @@ loggers, the trainer, the data and the model. Each special case of building sits
 - checkpoints are written atomically (`AtomicCheckpointIO`), unless the config names its own plugins;
 - `precision=auto` picks the faster of fp32 and bf16 once a model and a batch exist (precision.py);
 - an epoch of fewer batches than `log_every_n_steps` logs once an epoch, not never;
+- `self.log` skips moving a result to the device it is on already (compat.skip_needless_log_moves);
 - DDP ranks > 0 read rank 0's tokenizer rather than training their own.
 
 Each builder takes its group's node (a mapping of `_target_` entries, as Hydra composed it), never the run's config.
@@ -25,7 +26,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
 
-from ..compat import continue_csv_header
+from ..compat import continue_csv_header, skip_needless_log_moves
 from .checkpoint import AtomicCheckpointIO
 from .precision import auto_precision
 
@@ -72,6 +73,7 @@ class TrainerBuilder:
         self.trainer = self._make("32-true" if self.auto else None)
 
     def _make(self, precision: str | None) -> L.Trainer:
+        skip_needless_log_moves()  # each self.log no longer walks a result already on its device (compat.py)
         plugins = {} if self.settings.get("plugins") else {"plugins": [AtomicCheckpointIO()]}  # no truncated .ckpt
         chosen = {"precision": precision} if precision else {}
         callbacks = list(self.callbacks)  # Lightning adds its progress bar to the list it is given

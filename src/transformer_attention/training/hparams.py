@@ -21,6 +21,7 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard.summary import hparams
 
 from ..compat import tensorboard_tag
+from .defaults import given_no_overrides
 from .settings import default_config
 
 MISSING = "none"  # a setting a run lacks or leaves unset: parallel coordinates drops a run without a value
@@ -70,6 +71,8 @@ def differing_keys(settings: Mapping[str, Any], overrides: Sequence[str] = ()) -
     overrides), or, where that cannot be composed, the keys it overrides."""
     if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
         return varied_keys(overrides)
+    if given_no_overrides():  # the run is the defaults: nothing differs (and nothing to compose)
+        return []
     defaults = default_settings(list(settings))
     if defaults is None:
         return [k for k in varied_keys(overrides) if k in settings]
