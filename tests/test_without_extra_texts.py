@@ -19,7 +19,7 @@ def test_missing_texts_names_an_empty_list_and_an_unreachable_hub_name_but_reads
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert missing_texts(PretrainConfig()) == "pretrain.extra_texts is empty"
     reason = missing_texts(PretrainConfig(extra_texts=("someone/no_such_reviews:unsupervised",)))
-    assert reason is not None and "'someone/no_such_reviews'" in reason and "hub" in reason
+    assert reason is not None and "'someone/no_such_reviews:unsupervised'" in reason and "hub" in reason
     with pytest.raises(HubUnavailable):
         load_texts("someone/no_such_reviews")
     assert missing_texts(PretrainConfig(extra_texts=(str(tmp_path), f"{tmp_path}:unsupervised"))) is None

@@ -57,7 +57,7 @@ def load_texts(source: str, text_column: str = "text") -> list[str]:
     """The texts of one split of `source`, a local file or folder (as `data.path` takes) or a hub name: its
     train split, or the split named after a colon (`imdb:unsupervised`; in a folder, the `unsupervised.*`
     files). Never another split: an extra source's validation and test texts are not read."""
-    where = Path(source)
+    where, given = Path(source), source
     split, match = "train", re.fullmatch(r"(.+):([A-Za-z_][\w-]*)", source)
     if not where.exists() and match:
         source, split = match.groups()
@@ -73,7 +73,7 @@ def load_texts(source: str, text_column: str = "text") -> list[str]:
         if path is not None or not str(err).startswith(f"data.name={name!r}"):
             raise
         raise HubUnavailable(  # a hub name that did not load: say it of pretrain.extra_texts, not of data.name
-            f"pretrain.extra_texts: {source!r} is not a local file or folder and could not be loaded from the "
+            f"pretrain.extra_texts: {given!r} is not a local file or folder and could not be loaded from the "
             f"Hugging Face hub ({str(err).split(': ', 1)[-1].split(';')[0]}); give a local copy instead, e.g. "
             "pretrain.extra_texts=[../shared/data/imdb] (a folder of train.* files)"
         ) from None
