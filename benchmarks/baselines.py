@@ -64,34 +64,45 @@ def run(name: str, splits: dict[str, pd.DataFrame], ngram: int) -> dict:
 
 
 def transformer_results(folder: Path) -> dict:
-    """test/acc and val/acc_best of every run under `folder` (a run, or a multirun's job folders), from
-    each run's metrics.csv."""
+    """test/acc and val/acc_best of every run under `folder` (a run, or a multirun's job folders), from each
+    run's metrics.csv; with runs of several draws of the pretraining (`pretrain.seed`), the mean of each draw,
+    the spread over seeds within a draw (`std_seeds`, their mean) and the spread of the draws' means."""
     from transformer_attention.training.metrics import final_metrics
 
-    accs, vals, starts = [], [], set()
+    accs, vals, starts, draws = [], [], set(), []
     for run in sorted({p.parents[2] for p in folder.glob("**/csv/version_*/metrics.csv")}):
         final = final_metrics(run)
         if "test/acc" in final:
             accs.append(final["test/acc"])
             vals.append(final["val/acc_best"])
-            starts.add(_init_from(run))
-    return {
+            config = _config(run)
+            starts.add(str(config.get("model", {}).get("init_from") or "scratch"))
+            draws.append(config.get("pretrain", {}).get("seed"))
+    row = {
         "runs": len(accs),
         "init_from": sorted(starts),
         "test_acc": accs,
         "val_acc_best": vals,
         "test_mean": float(np.mean(accs)) if accs else None,
         "test_std": float(np.std(accs)) if accs else None,
+        "val_mean": float(np.mean(vals)) if vals else None,
     }
+    if "pretrain" in starts and len(set(draws)) > 1:
+        by_draw = {d: [a for a, e in zip(accs, draws, strict=True) if e == d] for d in sorted(set(draws))}
+        row |= {
+            "pretrain_seed": draws,
+            "draw_means": {str(d): float(np.mean(a)) for d, a in by_draw.items()},
+            "std_seeds": float(np.mean([np.std(a) for a in by_draw.values()])),
+            "std_draws": float(np.std([np.mean(a) for a in by_draw.values()])),
+        }
+    return row
 
 
-def _init_from(run: Path) -> str:
-    """How a run's encoder started: "scratch", or its model.init_from (a pretrained checkpoint, "pretrain")."""
+def _config(run: Path) -> dict:
     import yaml
 
     config = run / ".hydra" / "config.yaml"
-    model = (yaml.safe_load(config.read_text()) or {}).get("model", {}) if config.exists() else {}
-    return str(model.get("init_from") or "scratch")
+    return (yaml.safe_load(config.read_text()) or {}) if config.exists() else {}
 
 
 def earlier_runs(path: Path, rows: list[dict]) -> list[dict]:
@@ -131,10 +142,12 @@ def main() -> None:
             t = transformer_results(Path(folder))
             rows.append({"dataset": name, "features": label, "folder": folder, **t})
             if t["runs"]:
+                draws = (f"  seeds +- {t['std_seeds']:.4f}, draws +- {t['std_draws']:.4f} {t['draw_means']}"
+                         if "draw_means" in t else "")  # fmt: skip
                 print(
                     f"{name:<16} {label:<16} {t['runs']} run(s)  test {t['test_mean']:.4f} "
                     f"+- {t['test_std']:.4f}  {[round(a, 4) for a in t['test_acc']]}  encoder from: "
-                    f"{', '.join(t['init_from'])}",
+                    f"{', '.join(t['init_from'])}{draws}",
                     flush=True,
                 )
     rows += earlier_runs(args.json, rows)
