@@ -99,10 +99,15 @@ def transformer_results(folder: Path) -> dict:
 
 
 def _config(run: Path) -> dict:
+    """The config the run ran with: its hparams.yaml (what it did: a recipe that fell back to random embeddings says
+    `init_from: null` there), else what it was asked (.hydra/config.yaml)."""
     import yaml
 
-    config = run / ".hydra" / "config.yaml"
-    return (yaml.safe_load(config.read_text()) or {}) if config.exists() else {}
+    for config in (run / "hparams.yaml", run / ".hydra" / "config.yaml"):
+        values = (yaml.safe_load(config.read_text()) or {}) if config.exists() else {}
+        if "model" in values:
+            return values
+    return {}
 
 
 def earlier_runs(path: Path, rows: list[dict]) -> list[dict]:
