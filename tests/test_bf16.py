@@ -87,3 +87,30 @@ def test_bf16_mixed_run_trains_the_toy_set_like_fp32(tiny_overrides):
     assert "bfloat16" in out  # Lightning says it runs bf16 autocast
     acc = float(re.search(r"^\s+test/acc\s+([\d.]+)$", proc.stdout.split("final metrics", 1)[1], re.M).group(1))
     assert acc >= 0.95, proc.stdout[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("precision", "clip", "fused"),
+    [("bf16-mixed", 1.0, None), ("16-mixed", 0.5, None), ("bf16-mixed", 0.0, True), ("32-true", 1.0, True)],
+)
+def test_a_fused_adamw_steps_unfused_only_where_lightning_refuses_to_clip_it(precision, clip, fused):
+    """Lightning's mixed-precision plugin refuses to clip a fused optimizer's gradients: there (and only there) the
+    optimizer's own loop steps, with the config's other settings; the step is AdamW's either way."""
+    import functools
+    from types import SimpleNamespace
+
+    from transformer_attention.compat import unfused_where_clipped
+
+    factory = functools.partial(torch.optim.AdamW, lr=0.01, weight_decay=0.1, fused=True)
+    made = unfused_where_clipped(factory, SimpleNamespace(precision=precision, gradient_clip_val=clip))
+    assert made.keywords == {"lr": 0.01, "weight_decay": 0.1, "fused": fused}
+    torch.manual_seed(0)
+    steps = []
+    for f in (factory, made):
+        p = torch.nn.Parameter(torch.ones(3, 4))
+        p.grad = torch.linspace(-1, 1, 12).view(3, 4)
+        optimizer = f(params=[p])
+        optimizer.step()
+        steps.append(p.detach().clone())
+        assert optimizer.defaults["fused"] is fused or f is factory
+    torch.testing.assert_close(steps[0], steps[1])

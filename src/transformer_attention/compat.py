@@ -131,6 +131,25 @@ def skip_needless_log_moves() -> None:
     _ResultMetric.to = to
 
 
+# ---- fused optimizers and gradient clipping under mixed precision ---------------------------------------------
+# Lightning's mixed-precision plugin refuses to clip the gradients of an optimizer that unscales them itself (a fused
+# one: "does not allow for gradient clipping because it performs unscaling of gradients internally"), with bf16 too.
+def unfused_where_clipped(factory: Any, trainer: Any) -> Any:
+    """The optimizer's partial `factory` with `fused` off where `trainer` runs in mixed precision and clips gradients
+    (the one case Lightning refuses); else `factory` itself."""
+    import functools
+
+    keywords = getattr(factory, "keywords", None) or {}
+    if not (keywords.get("fused") and trainer.gradient_clip_val and "mixed" in str(trainer.precision)):
+        return factory
+    logging.getLogger(__name__).info(
+        "model.optimizer.fused: off, as Lightning clips no fused optimizer's gradients in %s precision "
+        "(trainer.gradient_clip_val=0 keeps it fused)",
+        trainer.precision,
+    )
+    return functools.partial(factory.func, *factory.args, **{**keywords, "fused": None})
+
+
 # ---- progress bars and warnings of the project's own set-up --------------------------------------------
 # `datasets` draws a progress bar for each split it generates from a file ("Generating train split"), which, where
 # stderr is not a terminal (a log file, CI, a sweep's job), lands in the log as lines of bar characters. Lightning's

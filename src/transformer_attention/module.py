@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
+from .compat import unfused_where_clipped
 from .model import TransformerClassifier
 from .model.regularizers import adversarial_loss, word_dropout
 
@@ -72,7 +73,7 @@ class EncoderModule(L.LightningModule):
 
     # ---- optimisation --------------------------------------------------------------------
     def configure_optimizers(self) -> dict:
-        optimizer = build_optimizer(self, self.optimizer_factory)
+        optimizer = build_optimizer(self, unfused_where_clipped(self.optimizer_factory, self.trainer))
         total = int(self.trainer.estimated_stepping_batches)
         scheduler = build_schedule(optimizer, self.scheduler_factory, total_steps=total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
