@@ -9,20 +9,19 @@ import yaml
 from conftest import run_dirs, run_entry
 
 from transformer_attention.data.unlabelled import HubUnavailable, load_texts
-from transformer_attention.pretraining import PretrainConfig, missing_texts
 
 VECTORS = ["model.init_from=pretrain", "pretrain.method=skipgram", "model.freeze_embedding_epochs=1"]
 
 
-def test_missing_texts_names_an_empty_list_and_an_unreachable_hub_name_but_reads_no_local_folder(tmp_path, monkeypatch):
+def test_an_unreachable_hub_name_is_hub_unavailable_and_named_as_given(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert missing_texts(PretrainConfig()) == "pretrain.extra_texts is empty"
-    reason = missing_texts(PretrainConfig(extra_texts=("someone/no_such_reviews:unsupervised",)))
-    assert reason is not None and "'someone/no_such_reviews:unsupervised'" in reason and "hub" in reason
+    with pytest.raises(HubUnavailable) as err:
+        load_texts("someone/no_such_reviews:unsupervised")
+    reason = str(err.value).split(";")[0]  # what the log line names
+    assert "'someone/no_such_reviews:unsupervised'" in reason and "hub" in reason
     with pytest.raises(HubUnavailable):
         load_texts("someone/no_such_reviews")
-    assert missing_texts(PretrainConfig(extra_texts=(str(tmp_path), f"{tmp_path}:unsupervised"))) is None
 
 
 def test_scratch_starts_from_random_embeddings_says_so_and_records_it(tiny_overrides, tmp_path):

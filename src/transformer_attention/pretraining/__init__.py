@@ -14,7 +14,7 @@ from ..compat import lazy_face
 from .settings import METHOD_NAMES, PretrainConfig, PretrainRun, SkipgramConfig
 
 if TYPE_CHECKING:
-    from .methods import METHODS, Method, missing_texts, pretrain  # noqa: F401
+    from .methods import METHODS, Method, pretrain  # noqa: F401
     from .mlm import IGNORE, MaskedLMModule, mask_tokens  # noqa: F401
     from .skipgram import train_vectors  # noqa: F401
     from .start import Start, read_start  # noqa: F401
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .weights import ARCHITECTURE, PretrainedEncoder  # noqa: F401
 
 _NAMES_BY_MODULE = {
-    "methods": ("METHODS", "Method", "missing_texts", "pretrain"),
+    "methods": ("METHODS", "Method", "pretrain"),
     "mlm": ("IGNORE", "MaskedLMModule", "mask_tokens"),
     "skipgram": ("train_vectors",),
     "start": ("Start", "read_start"),

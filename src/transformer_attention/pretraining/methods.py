@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..data.datamodule import ReviewDataModule
-from ..data.unlabelled import HubUnavailable, PretrainingData, load_texts
+from ..data.unlabelled import PretrainingData
 from . import mlm, skipgram, store
 from .settings import PretrainConfig, PretrainRun
 from .start import Start, read_start
@@ -38,20 +38,6 @@ METHODS: dict[str, Method] = {
     ),
     "skipgram": Method(make=skipgram.make_vectors, depends_on=skipgram.depends_on, suffix=".npz", what="word vectors"),
 }
-
-
-def missing_texts(settings: PretrainConfig) -> str | None:
-    """Why the pretraining would have no extra texts (none given, or a hub name that does not load: offline), or
-    None. A local file or folder is not read here: the pretraining reads it, and fails on one that does not exist."""
-    if not settings.extra_texts:
-        return "pretrain.extra_texts is empty"
-    for source in settings.extra_texts:
-        if not Path(source.split(":")[0]).exists():
-            try:
-                load_texts(source, settings.text_column)
-            except HubUnavailable as err:
-                return str(err).split(";")[0]
-    return None
 
 
 def pretrain(settings: PretrainConfig, data: ReviewDataModule, run: PretrainRun) -> Start:

@@ -17,9 +17,10 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, open_dict
 
 from ..compat import expect_checkpoints
+from ..data.unlabelled import HubUnavailable
 from ..errors import ConfigError
 from ..files import shown, start_run_log
-from ..pretraining import PretrainConfig, PretrainRun, Start, missing_texts, pretrain, read_start
+from ..pretraining import PretrainConfig, PretrainRun, Start, pretrain, read_start
 from ..training.builders import (
     TrainerBuilder,
     build_data,
@@ -100,10 +101,16 @@ def starting_point(cfg: DictConfig, model_settings: dict, resume: Resume) -> Sta
         out_dir = Path(cfg.paths.log_dir) / "pretrain" / "runs" / stamp
         own = pretraining_view(cfg, out_dir)
         settings = PretrainConfig.from_values(plain(own.pretrain), model=model_settings)
-        if settings.without_extra_texts != "pretrain" and (reason := missing_texts(settings)):
-            return without_extra_texts(cfg, model_settings, reason, settings.without_extra_texts)
+        choice = settings.without_extra_texts
+        if choice != "pretrain" and not settings.extra_texts:
+            return without_extra_texts(cfg, model_settings, "pretrain.extra_texts is empty", choice)
         run = PretrainRun(out_dir, Path(cfg.paths.cache_dir), record=RunRecord.of(plain(own), own_overrides=False))
-        start = pretrain(settings, instantiate(own.data), run)
+        try:  # the texts are read once, by the pretraining: a hub name that does not load fails before any work
+            start = pretrain(settings, instantiate(own.data), run)
+        except HubUnavailable as err:
+            if choice == "pretrain":
+                raise
+            return without_extra_texts(cfg, model_settings, str(err).split(";")[0], choice)
         if cfg.get("seed") is not None:  # pretraining seeds with its own seed: the fine-tuning starts from `seed`
             L.seed_everything(cfg.seed, workers=True)
     start.check_fits(model_settings)
