@@ -2,9 +2,9 @@
 
     python benchmarks/busy_cores.py [--rounds 3] [--spin-when-busy]
 
-Each measurement is a fresh `python train.py ...` (outputs in a temporary folder), timed from launch to exit, its
-CPU seconds (user + system) beside. Per round, in turn (the idle pair in alternating order, so a drift of the
-machine hits both alike):
+Each measurement is a fresh `python train.py ...` exactly as typed (PROJECT_ROOT puts its outputs/ in a temporary
+folder), timed from launch to exit, its CPU seconds (user + system) beside. Per round, in turn (the idle pair in
+alternating order, so a drift of the machine hits both alike):
 
 - idle, default: `python train.py`, 10 epochs, attention maps and analysis on, the project's thread choice (one
   torch thread per free core, OpenMP's own wait when all are free: threads.choose_threads);
@@ -52,7 +52,8 @@ def timed_run(command: list[str], env_extra: dict[str, str], timeout: float) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
     env.update(env_extra, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, *command[1:], "trainer.enable_progress_bar=false", f"paths.log_dir={out}"]
+        env["PROJECT_ROOT"] = out  # its outputs/ there: the command line stays exactly what a user types
+        cmd = [sys.executable, *command[1:]]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         try:
