@@ -1,4 +1,4 @@
-"""Dropout is torch's nn.Dropout everywhere, with the configured p; attention dropout on every path
+"""Dropout is torch's nn.Dropout everywhere (the class's default), with the configured p; attention dropout on every path
 (math, chunked, sdpa) is unbiased and drops something; eval mode is the identity; the chunked path's
 masks come from torch.manual_seed and are replayed in backward."""
 
@@ -189,3 +189,29 @@ def test_keep_masks_replay_from_a_generator_and_their_halves_are_independent():
     assert not torch.equal(a, keep_mask(shape, 3277, g1))
     flat = keep_mask(torch.Size((200_000,)), 2**14, torch.Generator().manual_seed(3))
     assert abs((flat[:100_000] == flat[100_000:]).float().mean().item() - 0.5) < 0.01
+
+
+def test_fast_dropout_off_the_cpu_is_torchs_own(monkeypatch):
+    from transformer_attention.model import dropout
+
+    def no_mask(*args, **kwargs):
+        raise AssertionError("keep_mask drawn off the CPU")
+
+    monkeypatch.setattr(dropout, "keep_mask", no_mask)
+    y = dropout.FastDropout(0.3).train()(torch.ones(8, 5, device="meta"))  # a device that is not the CPU
+    assert y.device.type == "meta" and y.shape == (8, 5)
+    with pytest.raises(AssertionError, match="off the CPU"):
+        dropout.FastDropout(0.3).train()(torch.ones(8, 5))
+
+
+@pytest.mark.parametrize("experiment,fast", [(None, True), ("rotten_tomatoes", False), ("imdb", False)])
+def test_training_runs_draw_fast_dropout_and_the_recipes_keep_what_they_were_measured_with(experiment, fast):
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("train", overrides=[f"experiment={experiment}"] if experiment else [])
+    assert cfg.model.fast_dropout is fast
+    assert make_model().config.fast_dropout is False  # the class alone: torch's nn.Dropout

@@ -37,8 +37,8 @@ class EncoderConfig:
     norm_first: bool = False  # False: post-norm (the original Transformer); True: pre-norm
     activation: str = "relu"  # relu | gelu
     positional: str = "sinusoidal"  # sinusoidal | learned
-    # True: every dropout draws half the random numbers (p rounded to 2^-15): a 1.2x faster CPU step
-    # at the benchmark size; False: torch's nn.Dropout (README, Performance)
+    # True: every dropout on a CPU draws half the random numbers (p rounded to 2^-15): a 1.2x faster CPU
+    # step at the benchmark size; False: torch's nn.Dropout. Training runs set True (conf/model/transformer.yaml)
     fast_dropout: bool = False
 
     def __post_init__(self) -> None:
