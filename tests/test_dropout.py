@@ -1,6 +1,7 @@
-"""Dropout is torch's nn.Dropout everywhere (the class's default), with the configured p; attention dropout on every path
-(math, chunked, sdpa) is unbiased and drops something; eval mode is the identity; the chunked path's
-masks come from torch.manual_seed and are replayed in backward."""
+"""Dropout is torch's nn.Dropout everywhere (the class's default), with the configured p; attention dropout
+on every path (math, chunked, sdpa) is unbiased and drops something; eval mode is the identity; the chunked
+path's masks come from torch.manual_seed and are replayed in backward; FastDropout (training runs) draws
+the same dropout on a CPU and is torch's own elsewhere."""
 
 from __future__ import annotations
 
