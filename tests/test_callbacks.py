@@ -369,11 +369,11 @@ def cls_on_negation(tokens: list[str], maps: list[torch.Tensor]) -> torch.Tensor
 
 @pytest.mark.slow
 def test_toy_training_attends_to_the_negation(tmp_path):
-    """Default toy config, 2 epochs: in every negated review the [CLS] query puts at least 3x the
+    """Default toy config, 3 epochs: in every negated review the [CLS] query puts at least 3x the
     uniform weight on "not" / "never" in some head, and the head average at least 2x in some
     layer; the same model untrained does neither (its maps are near uniform)."""
     overrides = [
-        "trainer.max_epochs=2",
+        "trainer.max_epochs=3",  # after 2 the validation accuracy sits at 0.90 to 0.93, by the draw of dropout
         f"paths.output_dir={tmp_path}",
         "trainer.enable_progress_bar=false",
         "callbacks.attention_maps.num_examples=0",
@@ -401,5 +401,6 @@ def test_toy_training_attends_to_the_negation(tmp_path):
         for layer, m in enumerate(maps):  # to look at: pytest --basetemp=DIR keeps them
             save_attention_png(tmp_path / "maps" / f"{text.replace(' ', '_')}_layer{layer}.png", tokens, m, text)
 
-    acc = events(Path(cfg.logger.tensorboard.save_dir))  # the callback logged its text at both epochs
-    assert [e.step for e in acc.Images("~attention/text_0/layer_1")] == [trainer.global_step // 2, trainer.global_step]
+    acc = events(Path(cfg.logger.tensorboard.save_dir))  # logged after validations 0 and 2 (every 2nd): epochs 1, 3
+    per_epoch = trainer.global_step // 3
+    assert [e.step for e in acc.Images("~attention/text_0/layer_1")] == [per_epoch, 3 * per_epoch]
