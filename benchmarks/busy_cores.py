@@ -90,7 +90,7 @@ def main() -> None:
     conditions = CONDITIONS | (SPINNING if args.spin_when_busy else {})
     cpu = machine()
     print(f"CPU: {cpu['cpu']}, {len(os.sched_getaffinity(0))} usable cores", flush=True)
-    timed_run(DEFAULT, {}, args.timeout)  # warm-up: disk cache, the toy set's tokenizer cache
+    timed_run(DEFAULT, {}, args.timeout)  # warm-up: the disk cache (each run's own caches start empty)
     wall: dict[str, list[float]] = {name: [] for name in conditions}
     cpu_s: dict[str, list[float]] = {name: [] for name in conditions}
     for n in range(args.rounds):

@@ -1,13 +1,12 @@
 """Dropout from half the random numbers, a CPU speed-up (`fast_dropout=True`, README Performance).
 
 `TransformerClassifier` uses torch's nn.Dropout unless asked; training runs ask (conf/model/transformer.yaml).
-On a CPU `bernoulli_` (what nn.Dropout draws with)
-costs about 5 ns an element and the random draw itself about 2 ns, so splitting one 31-bit draw
-into two 15-bit numbers makes dropout 2.5x cheaper: a 1.2x faster training step at the benchmark
-size. The drop probability is rounded to a multiple of 2^-15 (0.1 -> 0.100006) and the kept
-elements are scaled by the exact 1 / (1 - p) of that rounded p, so it stays unbiased. Off the CPU, where
-dropout is one fused kernel, FastDropout is torch's own dropout. The chunked attention path always draws
-its masks this way.
+On a CPU `bernoulli_` (what nn.Dropout draws with) costs about 5 ns an element and the random draw itself
+about 2 ns, so splitting one 31-bit draw into two 15-bit numbers makes dropout 2.5x cheaper: a 1.2x faster
+training step at the benchmark size. The drop probability is rounded to a multiple of 2^-15 (0.1 ->
+0.100006) and the kept elements are scaled by the exact 1 / (1 - p) of that rounded p, so it stays unbiased.
+Off the CPU, where dropout is one fused kernel, FastDropout is torch's own dropout. The chunked attention
+path always draws its masks this way.
 """
 
 from __future__ import annotations
