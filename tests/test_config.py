@@ -135,6 +135,7 @@ def test_config_tree_is_printed_and_saved(conf, tmp_path: Path, capsys):
         ("model.label_smoothing=1.0", ["model.label_smoothing=1.0", "[0, 1)"]),
         ("model.word_dropout=1.0", ["model.word_dropout=1.0", "[0, 1)"]),
         ("model.adversarial_eps=-1", ["model.adversarial_eps=-1.0", ">= 0"]),
+        ("model.bigram_buckets=-1", ["model.bigram_buckets=-1", ">= 0", "model.bigram_buckets=131072"]),
         ("data.max_length=600", ["data.max_length=600", "model.max_len=512", "model.max_len=600"]),
         ("model.pooling=maen", ["model.pooling='maen'", "cls, mean", "did you mean model.pooling=mean"]),
         ("model.attention_impl=flash", ["model.attention_impl='flash'", "math, sdpa, chunked"]),

@@ -14,6 +14,7 @@ from torch import nn
 
 from .config import EncoderConfig, closest, encoder_fields
 from .dropout import use_fast_dropout
+from .embedding import TokenEmbedding
 from .encoder import TransformerEncoder, TransformerEncoderLayer
 from .masks import padding_mask
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
@@ -44,7 +45,7 @@ class TransformerClassifier(nn.Module):
         super().__init__()
         self.config = c = _with_settings(config or EncoderConfig(), settings)
         self.pad_id = pad_id
-        self.embedding = nn.Embedding(vocab_size, c.d_model, padding_idx=pad_id)
+        self.embedding = TokenEmbedding(vocab_size, c.d_model, padding_idx=pad_id, bigram_buckets=c.bigram_buckets)
         nn.init.normal_(self.embedding.weight, std=c.d_model**-0.5)  # x * sqrt(D) then has unit scale
         with torch.no_grad():
             self.embedding.weight[pad_id].zero_()

@@ -40,6 +40,9 @@ class EncoderConfig:
     # True: every dropout on a CPU draws half the random numbers (p rounded to 2^-15): a 1.2x faster CPU
     # step at the benchmark size; False: torch's nn.Dropout. Training runs set True (conf/model/transformer.yaml)
     fast_dropout: bool = False
+    # > 0: each token's input also adds a vector of the word pair it ends, from a table of this many rows indexed
+    # by a hash of (previous token, token): fastText's bigrams (model/embedding.py); 0: words alone
+    bigram_buckets: int = 0
 
     def __post_init__(self) -> None:
         check_encoder(asdict(self))
@@ -67,6 +70,12 @@ def check_encoder(values: Mapping[str, Any], prefix: str = "") -> None:
         raise ValueError(
             f"{prefix}d_model={d} is not divisible by {prefix}num_heads={h}: pick {prefix}num_heads among "
             f"the divisors of {prefix}d_model (e.g. {prefix}num_heads={near})"
+        )
+    buckets = values.get("bigram_buckets", 0)
+    if not is_whole(buckets, 0):
+        raise ValueError(
+            f"{prefix}bigram_buckets={buckets!r} must be a whole number >= 0 (0: no word pairs): "
+            f"e.g. {prefix}bigram_buckets=131072"
         )
     for key in ("dropout", "attention_dropout"):
         value = values.get(key)

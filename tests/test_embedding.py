@@ -1,0 +1,98 @@
+"""TokenEmbedding: the word vector alone by default, and with `bigram_buckets` the vector of the word pair
+each token ends: hashed ids against a Python reference, locality, a zero start, padding invariance."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_attention.data import CLS_ID, PAD_ID
+from transformer_attention.model import EncoderConfig, TransformerClassifier
+from transformer_attention.model.embedding import TokenEmbedding, bigram_ids
+
+
+def test_bigram_ids_match_a_python_reference():
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(1, 30, (4, 9), generator=g)
+    ids = bigram_ids(tokens, vocab_size=30, buckets=101, pad_id=PAD_ID)
+    assert ids.shape == tokens.shape and int(ids.min()) >= 0 and int(ids.max()) < 101
+    pairs = {}
+    for r, row in enumerate(tokens.tolist()):
+        for t, token in enumerate(row):
+            prev = row[t - 1] if t else PAD_ID
+            expected = (((prev * 30 + token) * 1_540_483_477 + 97) % (2**31 - 1)) % 101
+            assert int(ids[r, t]) == expected
+            pairs.setdefault((prev, token), set()).add(int(ids[r, t]))
+    assert all(len(buckets) == 1 for buckets in pairs.values())  # one bucket per pair, wherever it is
+
+
+def test_distinct_pairs_spread_over_the_buckets():
+    # a vocabulary of 4096 and 4096 buckets: the pair id mod the buckets would be the token alone, every
+    # previous word in one bucket with every other
+    vocab, buckets = 4096, 4096
+    prev, token = torch.meshgrid(torch.arange(1, 301), torch.arange(1, 301), indexing="ij")
+    ids = bigram_ids(torch.stack([prev.flatten(), token.flatten()], dim=1), vocab, buckets)[:, 1]
+    per_token = ids.view(300, 300).T  # (token, previous word)
+    assert all(len(set(row.tolist())) > 250 for row in per_token)  # one word after 300 others: spread
+    counts = torch.bincount(ids, minlength=buckets).float()  # 90k pairs: about 22 a bucket, Poisson-like
+    assert int((counts == 0).sum()) == 0
+    assert counts.std() < 1.5 * counts.mean().sqrt()
+
+
+def test_without_buckets_it_is_an_nn_embedding():
+    torch.manual_seed(0)
+    ours = TokenEmbedding(40, 8, padding_idx=PAD_ID)
+    theirs = nn.Embedding(40, 8, padding_idx=PAD_ID)
+    theirs.load_state_dict(ours.state_dict())
+    tokens = torch.randint(0, 40, (3, 6))
+    assert ours.bigrams is None and list(ours.state_dict()) == ["weight"]
+    assert torch.equal(ours(tokens), theirs(tokens))
+
+
+def test_pair_table_starts_at_zero_and_learns():
+    torch.manual_seed(0)
+    emb = TokenEmbedding(40, 8, padding_idx=PAD_ID, bigram_buckets=64)
+    tokens = torch.randint(1, 40, (3, 6))
+    assert torch.equal(emb(tokens), nn.functional.embedding(tokens, emb.weight, padding_idx=PAD_ID))
+    emb(tokens).sum().backward()
+    assert emb.bigrams.weight.grad.abs().sum() > 0
+
+
+def test_a_token_moves_only_its_own_and_the_next_position():
+    torch.manual_seed(0)
+    emb = TokenEmbedding(40, 8, padding_idx=PAD_ID, bigram_buckets=997)
+    nn.init.normal_(emb.bigrams.weight)
+    tokens = torch.randint(1, 40, (2, 7))
+    changed = tokens.clone()
+    changed[:, 3] = torch.where(tokens[:, 3] == 5, 6, 5)
+    moved = (emb(tokens) - emb(changed)).abs().sum(-1) > 0  # (B, T)
+    expected = torch.zeros(2, 7, dtype=torch.bool)
+    expected[:, 3:5] = True  # the word itself, and the pair the next word ends
+    assert torch.equal(moved, expected)
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_padding_does_not_change_logits_with_word_pairs(pooling: str):
+    torch.manual_seed(0)
+    config = EncoderConfig(d_model=16, num_heads=4, num_layers=2, dim_feedforward=32, max_len=40, pooling=pooling)
+    model = TransformerClassifier(config, vocab_size=50, num_classes=3, bigram_buckets=257).eval()
+    nn.init.normal_(model.embedding.bigrams.weight, std=0.3)  # a trained table: pairs change the input
+    ids = torch.randint(3, 50, (3, 8), generator=torch.Generator().manual_seed(1))
+    ids[:, 0] = CLS_ID
+    for row, n in enumerate([6, 3, 8]):
+        ids[row, n:] = PAD_ID
+    more = torch.cat([ids, torch.full((3, 12), PAD_ID)], dim=1)
+    with torch.no_grad():
+        a, b, c = model(ids).logits, model(more).logits, model(ids[1:2, :3]).logits
+    assert (a - b).abs().max() <= 1e-6
+    assert (a[1] - c[0]).abs().max() <= 1e-6
+    plain = TransformerClassifier(config, vocab_size=50, num_classes=3).eval()
+    plain.load_state_dict(model.state_dict(), strict=False)
+    with torch.no_grad():
+        assert (plain(ids).logits - a).abs().max() > 1e-3  # the pairs are read
+
+
+def test_bucket_count_is_checked():
+    with pytest.raises(ValueError, match=r"bigram_buckets=-1 .*>= 0.*bigram_buckets=131072"):
+        EncoderConfig(bigram_buckets=-1)
