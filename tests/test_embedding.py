@@ -1,5 +1,6 @@
-"""TokenEmbedding: the word vector alone by default, and with `bigram_buckets` the vector of the word pair
-each token ends: hashed ids against a Python reference, locality, a zero start, padding invariance."""
+"""TokenEmbedding: the word vector alone by default, and with `ngram_buckets` the vectors of the word pairs
+(and triples) each token ends: hashed ids against a Python reference, locality, a zero start, padding
+invariance."""
 
 from __future__ import annotations
 
@@ -9,22 +10,40 @@ from torch import nn
 
 from transformer_attention.data import CLS_ID, PAD_ID
 from transformer_attention.model import EncoderConfig, TransformerClassifier
-from transformer_attention.model.embedding import TokenEmbedding, bigram_ids
+from transformer_attention.model.embedding import TokenEmbedding, ngram_ids
 
 
-def test_bigram_ids_match_a_python_reference():
+def reference_bucket(gram: tuple[int, ...], vocab: int, buckets: int) -> int:
+    """The n-gram's id in base `vocab` after a leading n - 2, exact in Python's integers, then Carter-Wegman."""
+    index = len(gram) - 2
+    for token in gram:
+        index = index * vocab + token
+    return ((index * 1_540_483_477 + 97) % (2**31 - 1)) % buckets
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_ngram_ids_match_a_python_reference(n: int):
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(1, 30, (4, 9), generator=g)
-    ids = bigram_ids(tokens, vocab_size=30, buckets=101, pad_id=PAD_ID)
+    ids = ngram_ids(tokens, n, vocab_size=30, buckets=101, pad_id=PAD_ID)
     assert ids.shape == tokens.shape and int(ids.min()) >= 0 and int(ids.max()) < 101
-    pairs = {}
+    grams = {}
     for r, row in enumerate(tokens.tolist()):
-        for t, token in enumerate(row):
-            prev = row[t - 1] if t else PAD_ID
-            expected = (((prev * 30 + token) * 1_540_483_477 + 97) % (2**31 - 1)) % 101
-            assert int(ids[r, t]) == expected
-            pairs.setdefault((prev, token), set()).add(int(ids[r, t]))
-    assert all(len(buckets) == 1 for buckets in pairs.values())  # one bucket per pair, wherever it is
+        padded = [PAD_ID] * (n - 1) + row
+        for t in range(len(row)):
+            gram = tuple(padded[t : t + n])
+            assert int(ids[r, t]) == reference_bucket(gram, 30, 101)
+            grams.setdefault(gram, set()).add(int(ids[r, t]))
+    assert all(len(buckets) == 1 for buckets in grams.values())  # one bucket per n-gram, wherever it is
+
+
+def test_large_vocabularies_do_not_overflow():
+    tokens = torch.tensor([[49_999, 49_998, 49_997, 12]])
+    for n in (2, 3):
+        ids = ngram_ids(tokens, n, vocab_size=50_000, buckets=1_000_003)
+        padded = [PAD_ID] * (n - 1) + tokens[0].tolist()
+        expected = [reference_bucket(tuple(padded[t : t + n]), 50_000, 1_000_003) for t in range(4)]
+        assert ids[0].tolist() == expected
 
 
 def test_distinct_pairs_spread_over_the_buckets():
@@ -32,7 +51,7 @@ def test_distinct_pairs_spread_over_the_buckets():
     # previous word in one bucket with every other
     vocab, buckets = 4096, 4096
     prev, token = torch.meshgrid(torch.arange(1, 301), torch.arange(1, 301), indexing="ij")
-    ids = bigram_ids(torch.stack([prev.flatten(), token.flatten()], dim=1), vocab, buckets)[:, 1]
+    ids = ngram_ids(torch.stack([prev.flatten(), token.flatten()], dim=1), 2, vocab, buckets)[:, 1]
     per_token = ids.view(300, 300).T  # (token, previous word)
     assert all(len(set(row.tolist())) > 250 for row in per_token)  # one word after 300 others: spread
     counts = torch.bincount(ids, minlength=buckets).float()  # 90k pairs: about 22 a bucket, Poisson-like
@@ -46,38 +65,41 @@ def test_without_buckets_it_is_an_nn_embedding():
     theirs = nn.Embedding(40, 8, padding_idx=PAD_ID)
     theirs.load_state_dict(ours.state_dict())
     tokens = torch.randint(0, 40, (3, 6))
-    assert ours.bigrams is None and list(ours.state_dict()) == ["weight"]
+    assert ours.ngrams is None and list(ours.state_dict()) == ["weight"]
     assert torch.equal(ours(tokens), theirs(tokens))
 
 
-def test_pair_table_starts_at_zero_and_learns():
+def test_ngram_table_starts_at_zero_and_learns():
     torch.manual_seed(0)
-    emb = TokenEmbedding(40, 8, padding_idx=PAD_ID, bigram_buckets=64)
+    emb = TokenEmbedding(40, 8, padding_idx=PAD_ID, ngram_buckets=64)
     tokens = torch.randint(1, 40, (3, 6))
     assert torch.equal(emb(tokens), nn.functional.embedding(tokens, emb.weight, padding_idx=PAD_ID))
     emb(tokens).sum().backward()
-    assert emb.bigrams.weight.grad.abs().sum() > 0
+    assert emb.ngrams.weight.grad.abs().sum() > 0
 
 
-def test_a_token_moves_only_its_own_and_the_next_position():
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_token_moves_only_the_n_grams_it_is_in(n: int):
     torch.manual_seed(0)
-    emb = TokenEmbedding(40, 8, padding_idx=PAD_ID, bigram_buckets=997)
-    nn.init.normal_(emb.bigrams.weight)
+    emb = TokenEmbedding(40, 8, padding_idx=PAD_ID, ngram_buckets=997, ngram_max=n)
+    nn.init.normal_(emb.ngrams.weight)
     tokens = torch.randint(1, 40, (2, 7))
     changed = tokens.clone()
     changed[:, 3] = torch.where(tokens[:, 3] == 5, 6, 5)
     moved = (emb(tokens) - emb(changed)).abs().sum(-1) > 0  # (B, T)
     expected = torch.zeros(2, 7, dtype=torch.bool)
-    expected[:, 3:5] = True  # the word itself, and the pair the next word ends
+    expected[:, 3 : 3 + n] = True  # the word itself, and the n-grams the next n - 1 words end
     assert torch.equal(moved, expected)
 
 
+@pytest.mark.parametrize("ngram_max", [2, 3])
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
-def test_padding_does_not_change_logits_with_word_pairs(pooling: str):
+def test_padding_does_not_change_logits_with_ngrams(pooling: str, ngram_max: int):
     torch.manual_seed(0)
     config = EncoderConfig(d_model=16, num_heads=4, num_layers=2, dim_feedforward=32, max_len=40, pooling=pooling)
-    model = TransformerClassifier(config, vocab_size=50, num_classes=3, bigram_buckets=257).eval()
-    nn.init.normal_(model.embedding.bigrams.weight, std=0.3)  # a trained table: pairs change the input
+    model = TransformerClassifier(config, vocab_size=50, num_classes=3, ngram_buckets=257, ngram_max=ngram_max)
+    model.eval()
+    nn.init.normal_(model.embedding.ngrams.weight, std=0.3)  # a trained table: n-grams change the input
     ids = torch.randint(3, 50, (3, 8), generator=torch.Generator().manual_seed(1))
     ids[:, 0] = CLS_ID
     for row, n in enumerate([6, 3, 8]):
@@ -90,9 +112,11 @@ def test_padding_does_not_change_logits_with_word_pairs(pooling: str):
     plain = TransformerClassifier(config, vocab_size=50, num_classes=3).eval()
     plain.load_state_dict(model.state_dict(), strict=False)
     with torch.no_grad():
-        assert (plain(ids).logits - a).abs().max() > 1e-3  # the pairs are read
+        assert (plain(ids).logits - a).abs().max() > 1e-3  # the n-grams are read
 
 
-def test_bucket_count_is_checked():
-    with pytest.raises(ValueError, match=r"bigram_buckets=-1 .*>= 0.*bigram_buckets=131072"):
-        EncoderConfig(bigram_buckets=-1)
+def test_settings_are_checked():
+    with pytest.raises(ValueError, match=r"ngram_buckets=-1 .*>= 0.*ngram_buckets=131072"):
+        EncoderConfig(ngram_buckets=-1)
+    with pytest.raises(ValueError, match=r"ngram_max=1 .*>= 2.*ngram_max=2"):
+        EncoderConfig(ngram_max=1)

@@ -45,7 +45,9 @@ class TransformerClassifier(nn.Module):
         super().__init__()
         self.config = c = _with_settings(config or EncoderConfig(), settings)
         self.pad_id = pad_id
-        self.embedding = TokenEmbedding(vocab_size, c.d_model, padding_idx=pad_id, bigram_buckets=c.bigram_buckets)
+        self.embedding = TokenEmbedding(
+            vocab_size, c.d_model, padding_idx=pad_id, ngram_buckets=c.ngram_buckets, ngram_max=c.ngram_max
+        )
         nn.init.normal_(self.embedding.weight, std=c.d_model**-0.5)  # x * sqrt(D) then has unit scale
         with torch.no_grad():
             self.embedding.weight[pad_id].zero_()

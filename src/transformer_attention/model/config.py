@@ -40,9 +40,10 @@ class EncoderConfig:
     # True: every dropout on a CPU draws half the random numbers (p rounded to 2^-15): a 1.2x faster CPU
     # step at the benchmark size; False: torch's nn.Dropout. Training runs set True (conf/model/transformer.yaml)
     fast_dropout: bool = False
-    # > 0: each token's input also adds a vector of the word pair it ends, from a table of this many rows indexed
-    # by a hash of (previous token, token): fastText's bigrams (model/embedding.py); 0: words alone
-    bigram_buckets: int = 0
+    # > 0: each token's input also adds a vector of each word n-gram it ends (n = 2 .. ngram_max), from a table of
+    # this many rows indexed by a hash of the n-gram: fastText's word n-grams (model/embedding.py); 0: words alone
+    ngram_buckets: int = 0
+    ngram_max: int = 2  # 2: word pairs; 3: pairs and triples
 
     def __post_init__(self) -> None:
         check_encoder(asdict(self))
@@ -71,11 +72,17 @@ def check_encoder(values: Mapping[str, Any], prefix: str = "") -> None:
             f"{prefix}d_model={d} is not divisible by {prefix}num_heads={h}: pick {prefix}num_heads among "
             f"the divisors of {prefix}d_model (e.g. {prefix}num_heads={near})"
         )
-    buckets = values.get("bigram_buckets", 0)
+    buckets = values.get("ngram_buckets", 0)
     if not is_whole(buckets, 0):
         raise ValueError(
-            f"{prefix}bigram_buckets={buckets!r} must be a whole number >= 0 (0: no word pairs): "
-            f"e.g. {prefix}bigram_buckets=131072"
+            f"{prefix}ngram_buckets={buckets!r} must be a whole number >= 0 (0: no word n-grams): "
+            f"e.g. {prefix}ngram_buckets=131072"
+        )
+    longest = values.get("ngram_max", 2)
+    if not is_whole(longest, 2):
+        raise ValueError(
+            f"{prefix}ngram_max={longest!r} must be a whole number >= 2 (2: word pairs; 3: pairs and triples): "
+            f"e.g. {prefix}ngram_max=2"
         )
     for key in ("dropout", "attention_dropout"):
         value = values.get(key)

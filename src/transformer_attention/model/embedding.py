@@ -1,10 +1,12 @@
-"""The token embedding: each token's vector, plus (`bigram_buckets` > 0) a vector of the pair of words it ends.
+"""The token embedding: each token's vector, plus (`ngram_buckets` > 0) vectors of the word pairs, and triples,
+that it ends.
 
 A bag of word pairs is what lifts the linear baselines on long reviews ("not good", "well worth"): NBSVM and
-TF-IDF gain 1.5-3 points on IMDB from bigrams. A one-layer encoder with absolute positions can in principle
-attend from "good" to the "not" before it, but it learns that slowly from 25k reviews. fastText's answer (Joulin
-et al. 2017, "Bag of Tricks for Efficient Text Classification") is a second table indexed by a hash of
-(previous token, token), summed into the input: the same here, so attention reads word pairs as well as words.
+TF-IDF gain 1.5-3 points on IMDB from bigrams, a little more from trigrams. A one-layer encoder with absolute
+positions can in principle attend from "good" to the "not" before it, but it learns that slowly from 25k
+reviews. fastText's answer (Joulin et al. 2017, "Bag of Tricks for Efficient Text Classification") is a second
+table whose rows are picked by a hash of each n-gram, summed into the input: the same here, so attention reads
+word pairs as well as words.
 """
 
 from __future__ import annotations
@@ -12,40 +14,51 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-# Carter-Wegman hashing, ((a * pair + b) mod p) mod buckets with p the prime 2^31 - 1: every bit of the pair
-# moves the bucket (a plain multiple mod a power of two would read only the pair's low bits)
+# An n-gram's id, sum of (n - 2, t1, ..., tn) times powers of the vocabulary size (for a pair, prev * V + token),
+# taken modulo the prime p = 2^31 - 1 as it is built (each step stays below 2^62: int64 never overflows); then
+# Carter-Wegman hashing, ((a * id + b) mod p) mod buckets: every bit of every token moves the bucket (a plain
+# multiple of the id modulo a power of two would read only the id's low bits).
 _PRIME = 2**31 - 1
 _A, _B = 1_540_483_477, 97
 
 
-def bigram_ids(tokens: torch.Tensor, vocab_size: int, buckets: int, pad_id: int = 0) -> torch.Tensor:
-    """(B, T) bucket of each (previous token, token) pair; the first position's previous token is `pad_id`.
-    The same pair gets the same bucket wherever it is; distinct pairs share a bucket only by hash collision."""
-    prev = torch.full_like(tokens[:, :1], pad_id)
-    pairs = torch.cat([prev, tokens[:, :-1]], dim=1) * vocab_size + tokens  # (B, T) a unique id per pair
-    return ((pairs * _A + _B) % _PRIME) % buckets
+def ngram_ids(tokens: torch.Tensor, n: int, vocab_size: int, buckets: int, pad_id: int = 0) -> torch.Tensor:
+    """(B, T) bucket of the n tokens ending at each position (before the first token, `pad_id` stands in).
+    The same n-gram gets the same bucket wherever it is; n-grams of different lengths hash apart; distinct
+    n-grams share a bucket only by hash collision."""
+    h = torch.full_like(tokens, n - 2)
+    for back in range(n - 1, -1, -1):  # the oldest token first
+        earlier = torch.full_like(tokens[:, :back], pad_id)
+        h = (h * vocab_size + torch.cat([earlier, tokens[:, : tokens.shape[1] - back]], dim=1)) % _PRIME
+    return ((h * _A + _B) % _PRIME) % buckets
 
 
 class TokenEmbedding(nn.Embedding):
     """`nn.Embedding` of the words (its `weight` is what pretrained vectors fill and what freezing holds fixed)
-    whose output also adds, when `bigram_buckets` > 0, the row of `bigrams` (a second table, trained from zero,
-    so an untrained one leaves the word vectors as they are) picked by hashing each (previous token, token).
-    A padding position gets no pair vector: its output is the pad row, as without pairs."""
+    whose output also adds, when `ngram_buckets` > 0, for n = 2 .. `ngram_max`, the row of `ngrams` (a second
+    table, trained from zero, so an untrained one leaves the word vectors as they are) picked by hashing the n
+    tokens that end at each position. A padding position gets no n-gram vector: its output is the pad row."""
 
-    def __init__(self, vocab_size: int, dim: int, padding_idx: int = 0, bigram_buckets: int = 0) -> None:
+    def __init__(
+        self, vocab_size: int, dim: int, padding_idx: int = 0, ngram_buckets: int = 0, ngram_max: int = 2
+    ) -> None:
         super().__init__(vocab_size, dim, padding_idx=padding_idx)
-        self.bigrams = nn.Embedding(bigram_buckets, dim) if bigram_buckets > 0 else None
-        if self.bigrams is not None:
-            nn.init.zeros_(self.bigrams.weight)
+        self.ngram_max = ngram_max
+        self.ngrams = nn.Embedding(ngram_buckets, dim) if ngram_buckets > 0 else None
+        if self.ngrams is not None:
+            nn.init.zeros_(self.ngrams.weight)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = super().forward(tokens)  # (B, T, D)
-        if self.bigrams is None:
+        if self.ngrams is None:
             return x
         pad = self.padding_idx if self.padding_idx is not None else 0
-        ids = bigram_ids(tokens, self.num_embeddings, self.bigrams.num_embeddings, pad)
+        buckets = self.ngrams.num_embeddings
+        ids = (ngram_ids(tokens, n, self.num_embeddings, buckets, pad) for n in range(2, self.ngram_max + 1))
+        grams = sum(self.ngrams(i) for i in ids)  # (B, T, D)
         real = (tokens != pad).unsqueeze(-1).to(x.dtype)  # (B, T, 1)
-        return x + self.bigrams(ids) * real
+        return x + grams * real
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + (f", bigram_buckets={self.bigrams.num_embeddings}" if self.bigrams else "")
+        grams = f", ngram_buckets={self.ngrams.num_embeddings}, ngram_max={self.ngram_max}" if self.ngrams else ""
+        return super().extra_repr() + grams
