@@ -110,14 +110,19 @@ def _config(run: Path) -> dict:
     return {}
 
 
-def earlier_runs(path: Path, rows: list[dict]) -> list[dict]:
-    """The transformer rows of an earlier `path` whose runs were not read this time: a record is never
-    dropped because its folder is gone (losers included). Rows of no tested run are left out."""
+def earlier_runs(path: Path, rows: list[dict], datasets: list[str]) -> list[dict]:
+    """The rows of an earlier `path` that this call did not make again: every row of a dataset not in
+    `datasets`, and the transformer rows whose runs were not read this time (a record is never dropped because
+    its folder is gone, losers included; rows of no tested run are left out)."""
     if not path.exists():
         return []
     read = {(r["dataset"], r["folder"]) for r in rows if "folder" in r}
     old = json.loads(path.read_text())
-    return [r for r in old if "folder" in r and r.get("runs") and (r["dataset"], r["folder"]) not in read]
+    return [
+        r
+        for r in old
+        if r["dataset"] not in datasets or ("folder" in r and r.get("runs") and (r["dataset"], r["folder"]) not in read)
+    ]
 
 
 def main() -> None:
@@ -155,7 +160,7 @@ def main() -> None:
                     f"{', '.join(t['init_from'])}{draws}",
                     flush=True,
                 )
-    rows += earlier_runs(args.json, rows)
+    rows += earlier_runs(args.json, rows, args.datasets)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(rows, indent=2) + "\n")
     print(f"wrote {args.json}")
