@@ -44,6 +44,23 @@ def test_padding_does_not_change_logits(pooling: str, norm_first: bool, impl: st
     assert (a[1] - c[0]).abs().max() <= 1e-6
 
 
+@pytest.mark.parametrize("ngram_max", [2, 3])
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_padding_does_not_change_logits_with_ngrams(pooling: str, ngram_max: int):
+    model = make_model(pooling=pooling, ngram_buckets=257, ngram_max=ngram_max)
+    torch.nn.init.normal_(model.embedding.ngrams.weight, std=0.3)  # a trained table: n-grams change the input
+    ids = batch([6, 3, 8], 8, seed=1)
+    more = torch.cat([ids, torch.full((3, 12), PAD_ID)], dim=1)
+    with torch.no_grad():
+        a, b, c = model(ids).logits, model(more).logits, model(ids[1:2, :3]).logits
+        words_only = make_model(pooling=pooling)
+        words_only.load_state_dict(model.state_dict(), strict=False)
+        alone = words_only(ids).logits
+    assert (a - b).abs().max() <= 1e-6
+    assert (a[1] - c[0]).abs().max() <= 1e-6
+    assert (alone - a).abs().max() > 1e-3  # the n-grams are read
+
+
 def test_output_is_a_named_tuple_with_per_layer_weights():
     model = make_model(num_layers=3)
     ids = batch([5, 2], 5)

@@ -1,6 +1,6 @@
 """TokenEmbedding: the word vector alone by default, and with `ngram_buckets` the vectors of the word pairs
-(and triples) each token ends: hashed ids against a Python reference, locality, a zero start, padding
-invariance."""
+(and triples) each token ends: hashed ids against a Python reference, locality, a zero start (padding
+invariance with n-grams: tests/test_classifier.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_attention.data import CLS_ID, PAD_ID
-from transformer_attention.model import EncoderConfig, TransformerClassifier
+from transformer_attention.data import PAD_ID
+from transformer_attention.model import EncoderConfig
 from transformer_attention.model.embedding import TokenEmbedding, ngram_ids
 
 
@@ -90,29 +90,6 @@ def test_a_token_moves_only_the_n_grams_it_is_in(n: int):
     expected = torch.zeros(2, 7, dtype=torch.bool)
     expected[:, 3 : 3 + n] = True  # the word itself, and the n-grams the next n - 1 words end
     assert torch.equal(moved, expected)
-
-
-@pytest.mark.parametrize("ngram_max", [2, 3])
-@pytest.mark.parametrize("pooling", ["cls", "mean"])
-def test_padding_does_not_change_logits_with_ngrams(pooling: str, ngram_max: int):
-    torch.manual_seed(0)
-    config = EncoderConfig(d_model=16, num_heads=4, num_layers=2, dim_feedforward=32, max_len=40, pooling=pooling)
-    model = TransformerClassifier(config, vocab_size=50, num_classes=3, ngram_buckets=257, ngram_max=ngram_max)
-    model.eval()
-    nn.init.normal_(model.embedding.ngrams.weight, std=0.3)  # a trained table: n-grams change the input
-    ids = torch.randint(3, 50, (3, 8), generator=torch.Generator().manual_seed(1))
-    ids[:, 0] = CLS_ID
-    for row, n in enumerate([6, 3, 8]):
-        ids[row, n:] = PAD_ID
-    more = torch.cat([ids, torch.full((3, 12), PAD_ID)], dim=1)
-    with torch.no_grad():
-        a, b, c = model(ids).logits, model(more).logits, model(ids[1:2, :3]).logits
-    assert (a - b).abs().max() <= 1e-6
-    assert (a[1] - c[0]).abs().max() <= 1e-6
-    plain = TransformerClassifier(config, vocab_size=50, num_classes=3).eval()
-    plain.load_state_dict(model.state_dict(), strict=False)
-    with torch.no_grad():
-        assert (plain(ids).logits - a).abs().max() > 1e-3  # the n-grams are read
 
 
 def test_settings_are_checked():

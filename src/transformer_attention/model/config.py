@@ -18,6 +18,12 @@ ATTENTION_IMPLS = ("math", "sdpa", "chunked")
 POOLINGS = ("cls", "mean")
 POSITIONALS = ("sinusoidal", "learned")
 ACTIVATIONS = ("relu", "gelu")
+# the whole-number settings: (the lowest value, an example for the message, what the lowest value means)
+WHOLE_NUMBERS = {
+    **{key: (1, 2, "") for key in ("d_model", "num_heads", "num_layers", "dim_feedforward", "max_len")},
+    "ngram_buckets": (0, 131072, " (0: no word n-grams)"),
+    "ngram_max": (2, 2, " (2: word pairs; 3: pairs and triples)"),
+}
 
 
 @dataclass
@@ -61,28 +67,18 @@ def encoder_fields() -> tuple[str, ...]:
 def check_encoder(values: Mapping[str, Any], prefix: str = "") -> None:
     """Raise ValueError on the first setting that cannot work; the message names `prefix + key`, the
     value and the fix. The model's constructor and the config pre-check (prefix "model.") call it."""
-    for key in ("d_model", "num_heads", "num_layers", "dim_feedforward", "max_len"):
-        value = values.get(key, 1)
-        if not is_whole(value, 1):
-            raise ValueError(f"{prefix}{key}={value!r} must be a whole number >= 1: e.g. {prefix}{key}=2")
+    for key, (low, example, meaning) in WHOLE_NUMBERS.items():
+        value = values.get(key, low)
+        if not is_whole(value, low):
+            raise ValueError(
+                f"{prefix}{key}={value!r} must be a whole number >= {low}{meaning}: e.g. {prefix}{key}={example}"
+            )
     d, h = values.get("d_model"), values.get("num_heads")
     if d is not None and h is not None and d % h != 0:
         near = min((k for k in range(1, d + 1) if d % k == 0), key=lambda k: (abs(k - h), k))
         raise ValueError(
             f"{prefix}d_model={d} is not divisible by {prefix}num_heads={h}: pick {prefix}num_heads among "
             f"the divisors of {prefix}d_model (e.g. {prefix}num_heads={near})"
-        )
-    buckets = values.get("ngram_buckets", 0)
-    if not is_whole(buckets, 0):
-        raise ValueError(
-            f"{prefix}ngram_buckets={buckets!r} must be a whole number >= 0 (0: no word n-grams): "
-            f"e.g. {prefix}ngram_buckets=131072"
-        )
-    longest = values.get("ngram_max", 2)
-    if not is_whole(longest, 2):
-        raise ValueError(
-            f"{prefix}ngram_max={longest!r} must be a whole number >= 2 (2: word pairs; 3: pairs and triples): "
-            f"e.g. {prefix}ngram_max=2"
         )
     for key in ("dropout", "attention_dropout"):
         value = values.get(key)
