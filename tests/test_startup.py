@@ -1,5 +1,6 @@
-"""What the entry points do to start sooner: Lightning is imported without scipy.signal (torchmetrics would load it
-for an audio package's alias), which a later import still gets whole; the collector skips the start-up's imports."""
+"""What the entry points do to start and end sooner: Lightning is imported without scipy.signal (torchmetrics would
+load it for an audio package's alias), which a later import still gets whole; the collector skips the start-up's
+imports; a command that ended well skips the interpreter's teardown, not its atexit handlers."""
 
 from __future__ import annotations
 
@@ -26,6 +27,40 @@ def test_lightning_loads_without_scipy_signal_and_a_later_import_gets_it_whole()
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines() == ["loaded with Lightning: False", "later: True True True"]
+
+
+# an atexit handler, output still in stdout's buffer (a pipe: block-buffered) and an object whose finalizer the
+# interpreter's teardown would run; `threaded` keeps a non-daemon thread running past the call
+AT_EXIT = """
+import atexit, sys, threading, time
+from pathlib import Path
+from transformer_attention.compat import exit_at_once
+atexit.register(lambda: Path(sys.argv[1]).write_text("handler ran"))
+class Finalized:
+    def __del__(self):
+        print("torn down")
+kept = Finalized()
+if sys.argv[2] == "threaded":
+    threading.Thread(target=time.sleep, args=(0.5,)).start()
+print("buffered", end="")
+exit_at_once(3)
+print(" and returned")
+"""
+
+
+def test_exit_at_once_runs_the_atexit_handlers_flushes_and_skips_the_teardown(tmp_path):
+    def run(mode: str) -> tuple[subprocess.CompletedProcess, str]:
+        mark = tmp_path / f"{mode}.txt"
+        proc = subprocess.run(
+            [sys.executable, "-c", AT_EXIT, str(mark), mode], env=entry_env(), capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        return proc, mark.read_text() if mark.is_file() else ""
+
+    proc, mark = run("alone")
+    assert (proc.returncode, proc.stdout, mark) == (3, "buffered", "handler ran"), proc.stderr[-3000:]
+    proc, mark = run("threaded")  # a thread still running: the normal exit, which waits for it
+    assert (proc.returncode, proc.stdout, mark) == (0, "buffered and returned\ntorn down\n", "handler ran")
 
 
 def test_a_loaded_scipy_signal_is_left_as_it_is():

@@ -4,11 +4,13 @@ public API (tests/test_public_api.py scans the rest). Standard library at import
 
 from __future__ import annotations
 
+import atexit
 import csv
 import logging
 import os
 import re
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -205,3 +207,23 @@ def tensorboard_tag(tag: str) -> str:
     `~tag`."""
     curve = tag.split("/", 1)[0] in CURVES and tag not in STEP_SERIES
     return tag if curve or tag.startswith("~") else f"~{tag}"
+
+
+# ---- the interpreter's teardown -------------------------------------------------------------------
+# At exit CPython frees the objects of every module one by one and unloads each extension: with torch, Lightning and
+# matplotlib loaded that is about 0.3 s of the default toy run (over a second where gc is not frozen), spent on
+# nothing a user sees. A command that ended well ends its process at once, after what an exit must still do: the
+# atexit handlers (logging's flush, an experiment logger's uploads, multiprocessing's children) and flushing
+# stdout and stderr. `atexit._run_exitfuncs` is CPython's own exit step for them.
+def exit_at_once(code: int = 0) -> None:
+    """End the process with `code` now, without the interpreter's teardown, once the atexit handlers ran and stdout
+    and stderr are flushed. Returns, leaving a normal exit to follow, while a non-daemon thread still runs."""
+    if any(t is not threading.main_thread() and not t.daemon for t in threading.enumerate()):
+        return
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed, or a pipe whose reader is gone
+            pass
+    os._exit(code)
