@@ -226,6 +226,10 @@ def test_grid_render_equals_a_full_draw_and_fits_a_card():
     maps = rng.dirichlet(np.ones(12), size=(5, 12)).astype(np.float32)  # (5, 12, 12), rows sum to 1
     title = "example_0 \u00b7 true: negative \u00b7 " + " ".join(TWELVE) * 2  # long: wraps, never cut
     grid = AttentionGrid(TWELVE, [f"head {h}" for h in range(4)] + ["mean"], title, status=True)
+    first = grid.render(maps)
+    assert len(grid.fig.axes) == 1  # the colour bar's: the panels' axes are made by a draw, never for a render
+    np.testing.assert_array_equal(first, figure_to_array(grid.draw(maps)))
+    assert grid.fig.axes[:5] == grid.axes and len(grid.fig.axes) == 6  # the panels first, then the colour bar
     for m in (maps, maps[::-1], maps * 0.5):
         np.testing.assert_array_equal(grid.render(m), figure_to_array(grid.draw(m)))
     fast = grid.render(maps, "layer 0 \u00b7 step 7")  # the status line is written into its band only

@@ -29,6 +29,7 @@ from .style import (
     STATUS_COLOUR,
     TITLE_PX,
     Frame,
+    add_axes_first,
     as_numpy,
     colors,
     draw_colorbar,
@@ -83,8 +84,9 @@ class AttentionGrid:
         H = head + rows * row_px + BAR_PX
         self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
         self.status, self.status_xy = draw_header(fig, title, status)
-        self.axes, self.images, self.boxes = [], [], []  # boxes: (top, left) px of each panel's cells
-        blank = np.zeros((n, n), dtype=np.float32)
+        self.boxes: list[tuple[int, int]] = []  # (top, left) px of each panel's cells
+        self._rects: list[tuple[float, ...]] = []  # each panel's axes, in figure fractions: made by the first `draw`
+        self.axes, self.images = [], []
         copied, copies = [], []  # labels the static frame copies from the first panel's pixels, not draws
         for p in range(P):
             r, c = divmod(p, cols)
@@ -94,9 +96,7 @@ class AttentionGrid:
                 copies.append(((top0 + side, left0 - 2, margin, side + 4), (top + side, left - 2, margin, side + 4)))
                 if c == 0:
                     copies.append(((top0 - 2, 0, side + 4, left0 - 1), (top - 2, 0, side + 4, left - 1)))
-            ax = fig.add_axes((left / W, 1 - (top + side) / H, side / W, side / H))
-            image = ax.imshow(blank, cmap=CMAP, norm=NORM, interpolation="nearest", aspect="auto", resample=False)
-            ax.set_axis_off()  # labels as plain texts below: no tick machinery, a fraction of the drawing time
+            self._rects.append((left / W, 1 - (top + side) / H, side / W, side / H))
             fig.text((left + side / 2) / W, 1 - (top - 3) / H, panel_titles[p], fontsize=TITLE_PX, ha="center")
             for i, label in enumerate(labels):
                 centre = (i + 0.5) * cell
@@ -115,11 +115,9 @@ class AttentionGrid:
                         (left - 3) / W, 1 - (top + centre) / H, label, fontsize=FONT_PX, ha="right", va="center"
                     )
                     copied += [query] if p else []
-            self.axes.append(ax)
-            self.images.append(image)
             self.boxes.append((top, left))
         draw_colorbar(fig, f"{MAP_KINDS[check_kind(kind)]} \u00b7 {scale_note(scale)}")
-        hidden = [*self.images, *([self.status] if self.status is not None else []), *copied]
+        hidden = [*([self.status] if self.status is not None else []), *copied]
         self._frame = Frame(fig, hidden=hidden, copies=copies)
 
     def prepare(self) -> None:
@@ -133,7 +131,12 @@ class AttentionGrid:
         return m
 
     def draw(self, maps: np.ndarray | torch.Tensor, status: str | None = None) -> Figure:
-        """The figure with `maps` (P, n, n) in its panels."""
+        """The figure with `maps` (P, n, n) in its panels (an axes each, made here: `render` never needs them)."""
+        if not self.images:
+            self.prepare()  # the static frame first: the panels' axes are made for a draw only
+            blank, look = np.zeros((self.n, self.n), dtype=np.float32), {"interpolation": "nearest", "aspect": "auto"}
+            self.axes = add_axes_first(self.fig, self._rects)
+            self.images = [ax.imshow(blank, cmap=CMAP, norm=NORM, resample=False, **look) for ax in self.axes]
         for image, panel in zip(self.images, self._check(maps), strict=True):
             image.set_data(scaled(panel, self.scale))
         if self.status is not None:
@@ -185,14 +188,10 @@ class RolloutBars:
         H = self.top + self.height + 24 + BAR_PX  # 24: the 0-1 axis under the bars
         self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
         self.status, self.status_xy = draw_header(fig, title, status)
-        ax = fig.add_axes((margin / W, 1 - (self.top + self.height) / H, self.width / W, self.height / H))
-        ax.set_xlim(0, 1)
-        ax.set_ylim(n - 0.5, -0.5)  # the first token on top
-        ax.set_yticks([])
+        self._rect = (margin / W, 1 - (self.top + self.height) / H, self.width / W, self.height / H)
         for i, label in enumerate(labels):  # token labels as plain texts: no tick machinery
             y = self.top + (i + 0.5) * self.ROW_PX
             fig.text((margin - 4) / W, 1 - y / H, label, fontsize=FONT_PX, ha="right", va="center")
-        ax.set_axis_off()  # the 0-1 axis as plain lines and texts: no tick machinery
         bottom = 1 - (self.top + self.height) / H
         for value in (0.0, 0.25, 0.5, 0.75, 1.0):
             x = (margin + value * self.width) / W
@@ -200,13 +199,10 @@ class RolloutBars:
             fig.add_artist(Line2D([x, x], [bottom, 1 - self.top / H], color=colour, linewidth=0.8, zorder=0))
             fig.text(x, bottom - 3 / H, f"{value:.2f}", fontsize=FONT_PX - 1, ha="center", va="top")
         fig.add_artist(Line2D([margin / W, (margin + self.width) / W], [bottom, bottom], color="black", linewidth=0.8))
-        self.ax = ax
-        self.bars = list(ax.barh(range(n), np.zeros(n), height=0.75, color=colormaps[CMAP](0.0)))
-        self.values = [ax.text(0, i, "", va="center", ha="left", fontsize=FONT_PX - 1) for i in range(n)]
+        self.ax, self.bars, self.values = None, [], []  # the bars' axes, made by the first `draw`
         of = "" if check_kind(kind) == "weight" else f" (from {MAP_KINDS[kind]})"
         draw_colorbar(fig, f"share of the pooled vector{of} (bar: 0 to 1) \u00b7 colour: {scale_note(scale)}")
-        texts = [*self.values, *([self.status] if self.status is not None else [])]
-        self._frame = Frame(fig, hidden=[*self.bars, *texts])
+        self._frame = Frame(fig, hidden=[self.status] if self.status is not None else [])
 
     def prepare(self) -> None:
         """Draw the static part now (else the first `render` does)."""
@@ -219,7 +215,14 @@ class RolloutBars:
         return s
 
     def draw(self, shares: np.ndarray | torch.Tensor, status: str | None = None) -> Figure:
+        """The figure with a bar and its value per share (their axes made here: `render` never needs them)."""
         s = self._check(shares)
+        if self.ax is None:
+            self.prepare()  # the static frame first: the bars' axes are made for a draw only
+            (self.ax,) = (ax,) = add_axes_first(self.fig, [self._rect])
+            ax.set(xlim=(0, 1), ylim=(self.n - 0.5, -0.5))  # the first token on top
+            self.bars = list(ax.barh(range(self.n), np.zeros(self.n), height=0.75, color=colormaps[CMAP](0.0)))
+            self.values = [ax.text(0, i, "", va="center", ha="left", fontsize=FONT_PX - 1) for i in range(self.n)]
         for bar, text, value, colour in zip(self.bars, self.values, s, colors(scaled(s, self.scale)), strict=True):
             bar.set_width(float(value))
             bar.set_color(colour / 255)

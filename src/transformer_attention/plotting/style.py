@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from matplotlib import colormaps, font_manager
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
@@ -70,6 +71,20 @@ class Frame:
             for artist, was in zip(self.hidden, visible, strict=True):
                 artist.set_visible(was)
         return self.static.copy()
+
+
+def add_axes_first(fig: Figure, rects: Sequence[tuple[float, ...]]) -> list[Axes]:
+    """Axes at `rects` (figure fractions), without axis (labels and ticks are plain texts: no tick machinery), put
+    before the axes `fig` has (its colour bar's): a figure's panels are its first axes, whenever they are made."""
+    earlier = list(fig.axes)
+    for ax in earlier:
+        fig.delaxes(ax)
+    made = [fig.add_axes(rect) for rect in rects]
+    for ax in made:
+        ax.set_axis_off()
+    for ax in earlier:
+        fig.add_axes(ax)
+    return made
 
 
 @functools.lru_cache(maxsize=4)
