@@ -133,8 +133,11 @@ class ClassifierModule(EncoderModule):
                 "adversarial_eps": adversarial_eps,
             }
         )
-        self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
-        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
+        # checked at every batch, the arguments would cost a torch.unique of the labels a step: the predictions are
+        # an argmax and the data's labels were checked when it was read (data/labels.py)
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro", validate_args=False)
+        self.acc_logged_in: int | None = None  # the epoch train/acc was last logged in (training_step)
         self.val_metrics = _metrics(num_classes, "val/")
         self.test_metrics = _metrics(num_classes, "test/")
         self.val_acc_best = MaxMetric()
@@ -185,10 +188,12 @@ class ClassifierModule(EncoderModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss, preds, labels = self.model_step(batch, train=True)
-        self.train_loss(loss)  # forward: its step value is logged too
+        # the epoch's train/loss: the mean of its batches' losses, each counted once (batch_size=1)
+        self.log("train/loss", loss.detach(), on_step=True, on_epoch=True, prog_bar=True, batch_size=1)
         self.train_acc.update(preds, labels)  # logged per epoch only: no per-batch value to compute
-        self.log("train/loss", self.train_loss, on_step=True, on_epoch=True, prog_bar=True)
-        self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
+        if self.acc_logged_in != self.current_epoch:  # once an epoch: Lightning computes and resets it at its end
+            self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
+            self.acc_logged_in = self.current_epoch
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
