@@ -3,7 +3,8 @@
     python benchmarks/busy_cores.py [--rounds 3] [--spin-when-busy]
 
 Each measurement is a fresh `python train.py ...` exactly as typed (PROJECT_ROOT puts its outputs/ in a temporary
-folder), timed from launch to exit, its CPU seconds (user + system) beside. Per round, in turn (the idle pair in
+folder; Python's bytecode cache on, as in a user's shell), timed from launch to exit, its CPU seconds (user + system)
+beside. Per round, in turn (the idle pair in
 alternating order, so a drift of the machine hits both alike):
 
 - idle, default: `python train.py`, 10 epochs, attention maps and analysis on, the project's thread choice (one
@@ -49,7 +50,9 @@ RESULT = RESULTS / "busy_cores.json"
 
 def timed_run(command: list[str], env_extra: dict[str, str], timeout: float) -> tuple[float, float]:
     """Wall and CPU seconds of one run, from launch to exit (a run past `timeout` counts as `timeout`)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
+    # a user's Python keeps the bytecode of the project's modules (__pycache__, after the warm-up run); a shell that
+    # sets PYTHONDONTWRITEBYTECODE, as some containers do, would have every run compile them again (0.15 s)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "PYTHONDONTWRITEBYTECODE"))}
     env.update(env_extra, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory() as out:
         env["PROJECT_ROOT"] = out  # its outputs/ there: the command line stays exactly what a user types
