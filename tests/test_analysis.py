@@ -414,14 +414,18 @@ def test_faithfulness_makes_the_passes_it_says(method: str):
 
 
 def test_the_cost_estimate_sums_the_passes_the_analyses_say(monkeypatch):
-    """ModelAnalysis.estimate: the seconds per token of one timed pass over the validation rows, times the passes
-    each analysis says it makes on the rows it will read, each as long as their mean."""
+    """ModelAnalysis.estimate: the seconds per token of one timed pass over the validation rows (after a warm-up of
+    a few), times the passes each analysis says it makes on the rows it will read, each as long as their mean."""
     net = hand_model()
     callback = ModelAnalysis(settings={"samples": 3, "ig_steps": 8, "k": [25, 50]})
     splits = {"validation": EncodedDataset(ROWS, LABELS), "train": EncodedDataset(ROWS, LABELS)}
     callback.plan = plan(callback.names, callback.settings, {"validation": 5}, split="validation")
     clock = iter([10.0, 10.5])  # the timed pass takes 0.5 s
     monkeypatch.setattr(analysis_callback.time, "perf_counter", lambda: next(clock))
+    passes, run = [], analysis_callback.probabilities
+    monkeypatch.setattr(
+        analysis_callback, "probabilities", lambda n, rows, **kw: passes.append(len(rows)) or run(n, rows, **kw)
+    )
     per_token = 0.5 / sum(len(r) for r in ROWS)
     heads_rows, _ = callback.plan.rows("heads", splits)
     texts, _ = callback.plan.rows("faithfulness", splits)
@@ -430,6 +434,7 @@ def test_the_cost_estimate_sums_the_passes_the_analyses_say(monkeypatch):
     said = faithfulness_passes(texts, k=[25, 50], methods=ATTRIBUTIONS, ig_steps=8, normalized=False)
     tokens += said.cost * np.mean([len(r) for r in texts])  # the end of fit leaves nAOPC's bounds out
     assert callback.estimate(net, splits) == pytest.approx(tokens * per_token)
+    assert passes == [min(len(ROWS), analysis_callback.WARM_ROWS), len(ROWS)]  # a warm-up, then the timed pass
 
 
 # ---- the settings, checked before any work -----------------------------------------------------------
