@@ -4,6 +4,7 @@ and W&B (offline) receive metrics, images and text when their extras are install
 from __future__ import annotations
 
 import io
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from transformer_attention.callbacks.sinks import image_loggers, log_image, log_text
+from transformer_attention.callbacks.sinks import SPLIT_BYTES, image_loggers, log_image, log_text, png_bytes, zlib_fast
 from transformer_attention.compat import tensorboard_tag
 from transformer_attention.training.metrics import final_metrics, read_metrics
 
@@ -133,6 +134,17 @@ def test_log_image_reaches_wandb_offline(tmp_path: Path, monkeypatch: pytest.Mon
     wb.experiment.finish()
     (png,) = (run_dir / "files" / "media" / "images" / "attention" / "example_0").glob("layer_1_*.png")
     np.testing.assert_array_equal(np.asarray(Image.open(png).convert("RGB")), picture())
+
+
+def test_png_bytes_decode_to_the_image_deflated_whole_or_in_halves():
+    """Small images are deflated in one piece, large ones in two halves side by side: both decode to the pixels."""
+    rng = np.random.default_rng(0)
+    for height in (20, 700):  # 20 x 30 px: one piece; 700 x 350 px, 735 KB of rows: two halves
+        image = rng.integers(0, 256, (height, 350 if height > 20 else 30, 3), dtype=np.uint8)
+        image[: height // 2] = image[0]  # long runs, as in the maps, and noise
+        np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(png_bytes(image)))), image)
+    data = rng.integers(0, 4, 3 * SPLIT_BYTES, dtype=np.uint8).tobytes()
+    assert zlib.decompress(zlib_fast(data)) == data and zlib_fast(data)[:2] == zlib.compress(data, 1)[:2]
 
 
 def test_tensorboard_images_round_trip_with_their_description(tmp_path: Path):

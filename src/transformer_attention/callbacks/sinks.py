@@ -8,6 +8,7 @@ of its own."""
 from __future__ import annotations
 
 import struct
+import threading
 import time
 import zlib
 from collections import deque
@@ -46,9 +47,33 @@ def png_bytes(image: np.ndarray) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits, RGB, deflate, no filter, no interlace
-    return (
-        PNG_SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + chunk(b"IEND", b"")
-    )
+    return PNG_SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", zlib_fast(rows.tobytes())) + chunk(b"IEND", b"")
+
+
+SPLIT_BYTES = 1 << 18  # data past 256 KiB is deflated in two halves side by side
+
+
+def zlib_fast(data: bytes) -> bytes:
+    """A zlib stream of `data` at level 1, as `zlib.compress(data, 1)`; past `SPLIT_BYTES`, its halves are deflated at
+    once, one on a thread of its own (zlib releases the GIL), and joined as pigz joins its blocks: the first ends on
+    a byte boundary (a sync flush) and the second, started afresh, refers to nothing before it. Twice as fast on
+    an attention grid's 2 MB of rows where a core is free (the maps are drawn while training waits)."""
+    if len(data) < SPLIT_BYTES:
+        return zlib.compress(data, 1)
+    view, half, first = memoryview(data), len(data) // 2, []
+    worker = threading.Thread(target=lambda: first.append(_deflate(view[:half], last=False)), daemon=True)
+    worker.start()
+    second = _deflate(view[half:], last=True)
+    worker.join()
+    if not first:  # the thread failed (it cannot, short of memory): do it here, and say why if it fails again
+        first.append(_deflate(view[:half], last=False))
+    return b"\x78\x01" + first[0] + second + struct.pack(">I", zlib.adler32(data))  # level-1 header, checksum
+
+
+def _deflate(data: memoryview, last: bool) -> bytes:
+    """Raw deflate of `data` at level 1: ending the stream (`last`), or on a byte boundary for more blocks to follow."""
+    stream = zlib.compressobj(1, zlib.DEFLATED, -15)  # -15: raw blocks, no header or checksum
+    return stream.compress(data) + stream.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
 
 
 def add_tensorboard_image(writer: SummaryWriter, tag: str, image: np.ndarray, step: int, description: str = "") -> None:
