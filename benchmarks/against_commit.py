@@ -1,0 +1,83 @@
+"""The default toy run at this checkout against the same run at an earlier commit, side by side.
+
+    python benchmarks/against_commit.py REV [--rounds 4] [-- extra overrides]
+
+Checks REV (say HEAD~4, or a tag) out in a temporary git worktree and times `python train.py` from launch to exit in
+both trees, alternating which goes first round by round, each run in a fresh temporary outputs folder (PROJECT_ROOT)
+with its own tree's source first on PYTHONPATH (the installed dependencies are shared) and Python's bytecode cache
+on, as in a user's shell (the first, untimed run of each tree writes it). On a noisy machine the ratio of each
+round's pair is steadier than either median. Prints the CPU, each tree's median and the median ratio (this checkout
+over REV: below 1 is faster) and writes benchmarks/results/against_commit.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import RESULTS, ROOT, machine, write_json
+
+
+def timed(tree: Path, overrides: list[str]) -> float:
+    """Seconds `python train.py <overrides>` takes in `tree`, from launch to exit."""
+    skip = ("OMP_", "GOMP_", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
+    with tempfile.TemporaryDirectory() as out:
+        env.update(PROJECT_ROOT=out, PYTHONPATH=str(tree / "src"), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "train.py", *overrides], cwd=tree, env=env, check=True, capture_output=True)
+        return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("rev", help="the earlier commit: a hash, HEAD~4, a tag")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("overrides", nargs="*", help="after --: the same overrides for both runs")
+    args = parser.parse_intermixed_args()
+    git = {"cwd": ROOT, "check": True, "capture_output": True, "text": True}
+    rev = subprocess.run(["git", "rev-parse", "--short", args.rev], **git)
+    cpu = machine()
+    print(f"CPU: {cpu['cpu']}, {len(os.sched_getaffinity(0))} usable cores; this checkout against {rev.stdout.strip()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        earlier = Path(tmp) / "earlier"
+        subprocess.run(["git", "worktree", "add", "--detach", str(earlier), args.rev], **git)
+        try:
+            trees = {"this checkout": ROOT, args.rev: earlier}
+            for tree in trees.values():
+                timed(tree, args.overrides)  # warm-up: the disk cache and the bytecode cache
+            wall: dict[str, list[float]] = {name: [] for name in trees}
+            for n in range(args.rounds):
+                for name in list(trees)[:: 1 if n % 2 else -1]:
+                    wall[name].append(timed(trees[name], args.overrides))
+                    print(f"  round {n + 1}  {name:<14} {wall[name][-1]:6.1f} s", flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(earlier)], cwd=ROOT, capture_output=True)
+    ratios = [a / b for a, b in zip(wall["this checkout"], wall[args.rev], strict=True)]
+    median = {name: statistics.median(values) for name, values in wall.items()}
+    print(f"this checkout {median['this checkout']:.1f} s, {args.rev} {median[args.rev]:.1f} s (medians)")
+    print(f"this checkout / {args.rev}: {statistics.median(ratios):.3f}x  median of {args.rounds} paired rounds")
+    write_json(
+        RESULTS / "against_commit.json",
+        {
+            "command": " ".join(["python train.py", *args.overrides]),
+            "against": {"rev": args.rev, "commit": rev.stdout.strip()},
+            "rounds": args.rounds,
+            "median_s": median,
+            "ratio": statistics.median(ratios),
+            "ratios": ratios,
+            "samples_s": wall,
+            "machine": cpu,
+            "date": time.strftime("%Y-%m-%d"),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
