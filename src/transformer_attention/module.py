@@ -42,10 +42,12 @@ def warmup_cosine(
 
 
 def _metrics(num_classes: int, prefix: str) -> MetricCollection:
+    # checked at every batch, the arguments would cost a torch.unique of the labels a batch: the predictions are an
+    # argmax and the data's labels were checked when it was read (data/labels.py)
     return MetricCollection(
         {
-            "acc": MulticlassAccuracy(num_classes, average="micro"),
-            "f1": MulticlassF1Score(num_classes, average="macro"),
+            "acc": MulticlassAccuracy(num_classes, average="micro", validate_args=False),
+            "f1": MulticlassF1Score(num_classes, average="macro", validate_args=False),
         },
         prefix=prefix,
     )
@@ -134,9 +136,7 @@ class ClassifierModule(EncoderModule):
             }
         )
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
-        # checked at every batch, the arguments would cost a torch.unique of the labels a step: the predictions are
-        # an argmax and the data's labels were checked when it was read (data/labels.py)
-        self.train_acc = MulticlassAccuracy(num_classes, average="micro", validate_args=False)
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro", validate_args=False)  # as _metrics' are
         self.acc_logged_in: int | None = None  # the epoch train/acc was last logged in (training_step)
         self.val_metrics = _metrics(num_classes, "val/")
         self.test_metrics = _metrics(num_classes, "test/")
@@ -200,8 +200,9 @@ class ClassifierModule(EncoderModule):
         loss, preds, labels = self.model_step(batch)
         self.val_loss.update(loss)
         self.val_metrics.update(preds, labels)
-        self.log("val/loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
-        self.log_dict(self.val_metrics, on_step=False, on_epoch=True, prog_bar=True)
+        if batch_idx == 0:  # metric objects: logged once, computed and reset by Lightning at the epoch's end
+            self.log("val/loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
+            self.log_dict(self.val_metrics, on_step=False, on_epoch=True, prog_bar=True)
 
     def on_validation_epoch_end(self) -> None:
         self.val_acc_best(self.val_metrics["acc"].compute())
@@ -212,8 +213,9 @@ class ClassifierModule(EncoderModule):
         loss, preds, labels = self.model_step(batch)
         self.test_loss.update(loss)
         self.test_metrics.update(preds, labels)
-        self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
-        self.log_dict(self.test_metrics, on_step=False, on_epoch=True)
+        if batch_idx == 0:  # as in validation_step
+            self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
+            self.log_dict(self.test_metrics, on_step=False, on_epoch=True)
         return {"preds": preds, "labels": labels}  # for callbacks: the confusion matrix
 
 
