@@ -6,14 +6,16 @@ Checks REV (say HEAD~4, or a tag) out in a temporary git worktree and times `pyt
 both trees, alternating which goes first round by round, each run in a fresh temporary outputs folder (PROJECT_ROOT)
 with its own tree's source first on PYTHONPATH (the installed dependencies are shared) and Python's bytecode cache
 on, as in a user's shell (the first, untimed run of each tree writes it). On a noisy machine the ratio of each
-round's pair is steadier than either median. Prints the CPU, each tree's median and the median ratio (this checkout
-over REV: below 1 is faster) and writes benchmarks/results/against_commit.json.
+round's pair is steadier than either median, and the CPU seconds (all threads) steadier than the wall time. Prints
+the CPU, each tree's median and the median ratios (this checkout over REV: below 1 is faster) and writes
+benchmarks/results/against_commit.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -24,15 +26,17 @@ from pathlib import Path
 from common import RESULTS, ROOT, machine, write_json
 
 
-def timed(tree: Path, overrides: list[str]) -> float:
-    """Seconds `python train.py <overrides>` takes in `tree`, from launch to exit."""
+def timed(tree: Path, overrides: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system, all threads) of `python train.py <overrides>` in `tree`, launch to
+    exit."""
     skip = ("OMP_", "GOMP_", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
     env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
     with tempfile.TemporaryDirectory() as out:
         env.update(PROJECT_ROOT=out, PYTHONPATH=str(tree / "src"), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
-        start = time.perf_counter()
+        start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run([sys.executable, "train.py", *overrides], cwd=tree, env=env, check=True, capture_output=True)
-        return time.perf_counter() - start
+        wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+        return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -53,16 +57,21 @@ def main() -> None:
             for tree in trees.values():
                 timed(tree, args.overrides)  # warm-up: the disk cache and the bytecode cache
             wall: dict[str, list[float]] = {name: [] for name in trees}
+            cpu_s: dict[str, list[float]] = {name: [] for name in trees}
             for n in range(args.rounds):
                 for name in list(trees)[:: 1 if n % 2 else -1]:
-                    wall[name].append(timed(trees[name], args.overrides))
-                    print(f"  round {n + 1}  {name:<14} {wall[name][-1]:6.1f} s", flush=True)
+                    seconds, cpu_seconds = timed(trees[name], args.overrides)
+                    wall[name].append(seconds)
+                    cpu_s[name].append(cpu_seconds)
+                    print(f"  round {n + 1}  {name:<14} {seconds:6.1f} s wall {cpu_seconds:6.1f} s CPU", flush=True)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(earlier)], cwd=ROOT, capture_output=True)
     ratios = [a / b for a, b in zip(wall["this checkout"], wall[args.rev], strict=True)]
+    cpu_ratios = [a / b for a, b in zip(cpu_s["this checkout"], cpu_s[args.rev], strict=True)]
     median = {name: statistics.median(values) for name, values in wall.items()}
     print(f"this checkout {median['this checkout']:.1f} s, {args.rev} {median[args.rev]:.1f} s (medians)")
-    print(f"this checkout / {args.rev}: {statistics.median(ratios):.3f}x  median of {args.rounds} paired rounds")
+    wall_ratio, cpu_ratio = statistics.median(ratios), statistics.median(cpu_ratios)
+    print(f"this checkout / {args.rev}: {wall_ratio:.3f}x wall, {cpu_ratio:.3f}x CPU, medians of {args.rounds} rounds")
     write_json(
         RESULTS / "against_commit.json",
         {
@@ -70,9 +79,12 @@ def main() -> None:
             "against": {"rev": args.rev, "commit": rev.stdout.strip()},
             "rounds": args.rounds,
             "median_s": median,
-            "ratio": statistics.median(ratios),
+            "ratio": wall_ratio,
+            "cpu_ratio": cpu_ratio,
             "ratios": ratios,
+            "cpu_ratios": cpu_ratios,
             "samples_s": wall,
+            "cpu_samples_s": cpu_s,
             "machine": cpu,
             "date": time.strftime("%Y-%m-%d"),
         },
