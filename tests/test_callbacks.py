@@ -146,6 +146,33 @@ def fitted(tmp_path_factory) -> Fitted:
     return Fitted(dm, module, trainer, maps, calls, tmp, events(tmp))
 
 
+def test_metrics_logged_once_an_epoch_hold_every_batch_and_every_fit(tmp_path: Path):
+    """train/acc, val/* and test/* are handed to Lightning once an epoch: their values still cover every batch (the
+    epoch's accuracy over all its rows), and a second fit of the same module logs them in its first epoch too."""
+    dm, module, trainer = tiny(tmp_path / "first", [], max_epochs=1)
+    trainer.fit(module, datamodule=dm)
+    second = L.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                       enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    epochs = []
+
+    class Record(L.Callback):
+        def on_train_epoch_end(self, trainer, pl_module):
+            epochs.append({k: float(v) for k, v in trainer.callback_metrics.items()})
+
+    second.callbacks.append(Record())
+    dm.eval_batch_size = 8  # validation in several batches
+    second.fit(module, datamodule=dm)
+    assert [("train/acc" in e, "val/acc" in e, "val/loss" in e) for e in epochs] == [(True, True, True)] * 2
+    module.eval()
+    with torch.no_grad():
+        preds = torch.cat(
+            [module.net(b["input_ids"], b["attention_mask"]).logits.argmax(-1) for b in dm.val_dataloader()]
+        )
+    labels = torch.cat([b["labels"] for b in dm.val_dataloader()])
+    assert len(dm.val_dataloader()) > 1
+    assert epochs[-1]["val/acc"] == pytest.approx((preds == labels).float().mean().item())  # all the batches
+
+
 def test_maps_logged_every_n_and_at_fit_end(fitted):
     steps_per_epoch = fitted.trainer.global_step // 2
     acc = fitted.events

@@ -180,6 +180,7 @@ class ClassifierModule(EncoderModule):
         self.val_loss.reset()
         self.val_metrics.reset()
         self.val_acc_best.reset()
+        self.acc_logged_in = None  # a second fit of this module starts at epoch 0 again: log train/acc in it
 
     def on_train_epoch_start(self) -> None:
         # the token embedding (word vectors) held fixed for the first epochs: no gradient, so AdamW leaves it as is
