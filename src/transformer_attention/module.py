@@ -137,7 +137,6 @@ class ClassifierModule(EncoderModule):
         )
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.train_acc = MulticlassAccuracy(num_classes, average="micro", validate_args=False)  # as _metrics' are
-        self.acc_logged_in: int | None = None  # the epoch train/acc was last logged in (training_step)
         self.val_metrics = _metrics(num_classes, "val/")
         self.test_metrics = _metrics(num_classes, "test/")
         self.val_acc_best = MaxMetric()
@@ -180,43 +179,44 @@ class ClassifierModule(EncoderModule):
         self.val_loss.reset()
         self.val_metrics.reset()
         self.val_acc_best.reset()
-        self.acc_logged_in = None  # a second fit of this module starts at epoch 0 again: log train/acc in it
 
+    # The metric objects are handed to Lightning once an epoch, at its start (a resumed epoch's too); the steps only
+    # update them, and Lightning computes and resets each at the epoch's end: a log call a batch fewer each.
     def on_train_epoch_start(self) -> None:
         # the token embedding (word vectors) held fixed for the first epochs: no gradient, so AdamW leaves it as is
         frozen = self.current_epoch < self.hparams.get("freeze_embedding_epochs", 0)
         self.net.embedding.weight.requires_grad_(not frozen)
+        self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss, preds, labels = self.model_step(batch, train=True)
         # the epoch's train/loss: the mean of its batches' losses, each counted once (batch_size=1)
         self.log("train/loss", loss.detach(), on_step=True, on_epoch=True, prog_bar=True, batch_size=1)
         self.train_acc.update(preds, labels)  # logged per epoch only: no per-batch value to compute
-        if self.acc_logged_in != self.current_epoch:  # once an epoch: Lightning computes and resets it at its end
-            self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
-            self.acc_logged_in = self.current_epoch
         return loss
+
+    def on_validation_epoch_start(self) -> None:
+        self.log("val/loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
+        self.log_dict(self.val_metrics, on_step=False, on_epoch=True, prog_bar=True)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         loss, preds, labels = self.model_step(batch)
         self.val_loss.update(loss)
         self.val_metrics.update(preds, labels)
-        if batch_idx == 0:  # metric objects: logged once, computed and reset by Lightning at the epoch's end
-            self.log("val/loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
-            self.log_dict(self.val_metrics, on_step=False, on_epoch=True, prog_bar=True)
 
     def on_validation_epoch_end(self) -> None:
         self.val_acc_best(self.val_metrics["acc"].compute())
         self.log("val/acc_best", self.val_acc_best.compute(), sync_dist=True, prog_bar=True)
 
     # ---- test ----------------------------------------------------------------------------
+    def on_test_epoch_start(self) -> None:
+        self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
+        self.log_dict(self.test_metrics, on_step=False, on_epoch=True)
+
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
         loss, preds, labels = self.model_step(batch)
         self.test_loss.update(loss)
         self.test_metrics.update(preds, labels)
-        if batch_idx == 0:  # as in validation_step
-            self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
-            self.log_dict(self.test_metrics, on_step=False, on_epoch=True)
         return {"preds": preds, "labels": labels}  # for callbacks: the confusion matrix
 
 
