@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -23,20 +22,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import RESULTS, ROOT, machine, write_json
+from common import RESULTS, ROOT, machine, timed_process, user_env, write_json
 
 
 def timed(tree: Path, overrides: list[str]) -> tuple[float, float]:
     """Wall and CPU seconds (user + system, all threads) of `python train.py <overrides>` in `tree`, launch to
     exit."""
-    skip = ("OMP_", "GOMP_", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(skip)}
     with tempfile.TemporaryDirectory() as out:
-        env.update(PROJECT_ROOT=out, PYTHONPATH=str(tree / "src"), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
-        start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, "train.py", *overrides], cwd=tree, env=env, check=True, capture_output=True)
-        wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
-        return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        env = user_env(PROJECT_ROOT=out, PYTHONPATH=str(tree / "src"))
+        wall, cpu, _ = timed_process(
+            [sys.executable, "train.py", *overrides], cwd=tree, env=env, check=True, capture_output=True
+        )
+        return wall, cpu
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from common import RESULTS, ROOT, machine, write_json
+from common import RESULTS, ROOT, machine, user_env, write_json
 
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[[^]]*\]\[\w+\] - (.*)$")
 MAPS = re.compile(r"images? at \d+ steps?, ([\d.]+) s on the training thread")
@@ -48,10 +48,9 @@ def log_lines(run_dir: Path) -> list[tuple[float, str]]:
 
 def one_run(overrides: list[str]) -> dict[str, float]:
     """The parts of one `python train.py` run, in seconds."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "PYTHONDONTWRITEBYTECODE"))}
     with tempfile.TemporaryDirectory() as out:
-        env.update(PROJECT_ROOT=out, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
-        launch = time.time()
+        env = user_env(PROJECT_ROOT=out)
+        launch = time.time()  # wall-clock time, as the log's stamps
         subprocess.run([sys.executable, "train.py", *overrides], cwd=ROOT, env=env, check=True, capture_output=True)
         end = time.time()
         (run_dir,) = Path(out, "outputs", "train", "runs").iterdir()

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import tempfile
 import time
 from contextlib import contextmanager, nullcontext
 
-from common import RESULTS, ROOT, machine, write_json
+from common import RESULTS, ROOT, machine, timed_process, user_env, write_json
 
 DEFAULT = ["python", "train.py"]
 THREE_EPOCHS = [*DEFAULT, "trainer.max_epochs=3", "callbacks.attention_maps=null"]
@@ -50,22 +49,14 @@ RESULT = RESULTS / "busy_cores.json"
 
 def timed_run(command: list[str], env_extra: dict[str, str], timeout: float) -> tuple[float, float]:
     """Wall and CPU seconds of one run, from launch to exit (a run past `timeout` counts as `timeout`)."""
-    # a user's Python keeps the bytecode of the project's modules (__pycache__, after the warm-up run); a shell that
-    # sets PYTHONDONTWRITEBYTECODE, as some containers do, would have every run compile them again (0.15 s)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "PYTHONDONTWRITEBYTECODE"))}
-    env.update(env_extra, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
-    with tempfile.TemporaryDirectory() as out:
-        env["PROJECT_ROOT"] = out  # its outputs/ there: the command line stays exactly what a user types
+    with tempfile.TemporaryDirectory() as out:  # its outputs/ there: the command line stays what a user types
+        env = user_env(**env_extra, PROJECT_ROOT=out)
         cmd = [sys.executable, *command[1:]]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
         try:
-            subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, timeout=timeout)
+            wall, cpu, _ = timed_process(cmd, cwd=ROOT, env=env, check=True, capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return timeout, float("nan")
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return wall, cpu
 
 
 @contextmanager

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import time
@@ -23,6 +24,24 @@ from torch.profiler import ProfilerActivity, profile
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 LOAD_AT_START = os.getloadavg()[0]  # 1-minute load average when the benchmark started
+
+
+def user_env(**extra: str) -> dict[str, str]:
+    """The environment of a run timed as a user's shell starts it: without this shell's OMP_/GOMP_ settings (the
+    entry points choose their threads), with Python's bytecode cache on (a container that sets
+    PYTHONDONTWRITEBYTECODE, as some do, would have every run compile the project's modules again: 0.15 s), the
+    hub offline; then `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "PYTHONDONTWRITEBYTECODE"))}
+    return {**env, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", **extra}
+
+
+def timed_process(cmd: list[str], **run_args) -> tuple[float, float, subprocess.CompletedProcess]:
+    """`subprocess.run(cmd, **run_args)`: its wall seconds, its CPU seconds (user + system, all its threads) and
+    its result."""
+    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(cmd, **run_args)
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done
 
 
 def machine() -> dict:

@@ -13,15 +13,12 @@ fit, are reported too.
 from __future__ import annotations
 
 import re
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from common import ROOT, machine, side_by_side_args, write_json
+from common import ROOT, machine, side_by_side_args, timed_process, write_json
 
 COST_LINE = re.compile(
     r"(\d+) images? at (\d+) steps?, ([\d.]+) s on the training thread(?:, ([\d.]+) s on their own)?"
@@ -32,10 +29,7 @@ def run(overrides: list[str]) -> dict:
     """One `python train.py ...` in a fresh outputs folder: its wall time and the maps' logged cost."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "train.py", f"paths.log_dir={tmp}", "trainer.enable_progress_bar=false", *overrides]
-        start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)  # all its threads
+        wall, cpu, done = timed_process(cmd, cwd=ROOT, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
         log = next(Path(tmp).glob("train/runs/*/train.log")).read_text()
