@@ -180,6 +180,26 @@ def test_fast_dropout_eval_zero_p_and_gradient():
     torch.testing.assert_close(x.grad, y.detach() / x.detach())  # the same mask and scale
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_fast_dropout_is_mask_then_scale_bit_for_bit(dtype):
+    """The scale folded into a float mask (fp32, fp64) gives what multiplying by the mask and then by the scale
+    gives, outputs and gradients, to the last bit; bf16 keeps that order (a bf16 scale would be rounded)."""
+    from transformer_attention.model.dropout import FastDropout, dropout_threshold, keep_mask
+
+    x = (torch.randn(64, 12, 64) * 3).to(dtype).requires_grad_()
+    grad = torch.randn(x.shape).to(dtype)
+    torch.manual_seed(5)
+    y = FastDropout(0.1).train()(x)
+    y.backward(grad)
+    torch.manual_seed(5)
+    threshold, scale = dropout_threshold(0.1)
+    reference = x.detach().clone().requires_grad_()
+    expected = (reference * keep_mask(x.shape, threshold)).mul_(scale)
+    expected.backward(grad)
+    assert y.dtype == dtype and torch.equal(y, expected) and torch.equal(x.grad, reference.grad)
+    assert 0.05 < (y == 0).float().mean().item() < 0.15
+
+
 def test_keep_masks_replay_from_a_generator_and_their_halves_are_independent():
     from transformer_attention.model.dropout import keep_mask
 

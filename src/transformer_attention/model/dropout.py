@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+EXACT_SCALE = (torch.float32, torch.float64)  # dtypes that hold 1 / (1 - p) as the scalar product uses it
+
 
 def dropout_threshold(p: float) -> tuple[int, float]:
     """p as keep_mask's threshold (p rounded to a multiple of 2^-15) and the matching 1 / (1 - p)."""
@@ -50,7 +52,10 @@ class FastDropout(nn.Module):
             return x
         if x.device.type != "cpu":  # a GPU's dropout is one fused kernel: nothing to win there
             return F.dropout(x, self.p, training=True)
-        return (x * keep_mask(x.shape, self.threshold, device=x.device)).mul_(self.scale)
+        keep = keep_mask(x.shape, self.threshold, device=x.device)
+        if x.dtype in EXACT_SCALE:  # the scale folded into a float mask: no bool-to-float copy, forward or back
+            return x * keep.to(x.dtype).mul_(self.scale)  # x * (1 * s) = (x * 1) * s, bit for bit
+        return (x * keep).mul_(self.scale)  # bf16 / fp16: scaled in float, not by a rounded scale
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
