@@ -243,6 +243,15 @@ def test_grid_render_equals_a_full_draw_and_fits_a_card():
         assert box.x0 >= 0 and box.x1 <= fast.shape[1] and box.y1 <= fast.shape[0], text.get_text()
 
 
+@pytest.mark.parametrize("tokens", [["[CLS]", "great", "was", "movie"], ["[CLS]", "WWWW", "mmmmm", "ok"]])
+def test_wide_labels_are_copied_whole_into_every_panel(tokens):
+    """Labels with wide letters get the room they take: the copies of panel 0's labels hold all their pixels."""
+    rng = np.random.default_rng(3)
+    maps = rng.dirichlet(np.ones(len(tokens)), size=(4, len(tokens))).astype(np.float32)
+    grid = AttentionGrid(tokens, [f"head {h}" for h in range(4)], "wide", status=True)
+    np.testing.assert_array_equal(grid.render(maps), figure_to_array(grid.draw(maps)))
+
+
 def test_rollout_bars_show_the_shares():
     shares = np.array([0.5, 0.1, 0.3, 0.1], dtype=np.float32)
     bars = RolloutBars(["[CLS]", "not", "good", "."], "rollout", status=True)

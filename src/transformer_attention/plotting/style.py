@@ -45,8 +45,9 @@ def short_label(token: str) -> str:
 
 
 def text_px(text: str, size: int) -> float:
-    """A generous width estimate of `text` in DejaVu Sans at `size` px (no renderer needed)."""
-    return 0.56 * size * len(text)
+    """A generous width of `text` in DejaVu Sans at `size` px (no renderer needed): 0.56 em a character, or the
+    font's own advance (Pillow's) plus a pixel where wide letters ("movie", "WWW") need more."""
+    return max(0.56 * size * len(text), font(size).getlength(text) + 1)
 
 
 class Frame:
