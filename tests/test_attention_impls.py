@@ -14,6 +14,7 @@ from transformer_attention.model import (
     causal_mask,
     chunked_attention,
     scaled_dot_product_attention,
+    sdpa_attention,
 )
 
 
@@ -118,6 +119,29 @@ def test_rows_with_no_key_give_zero_output_and_zero_gradient(impl: str):
     assert torch.isfinite(x.grad).all()
     assert torch.all(x.grad[2] == 0)  # nothing flows into a row no query can see
     assert all(torch.isfinite(p.grad).all() for p in mha.parameters())
+
+
+def test_sdpa_runs_the_kernel_alone_when_every_query_sees_a_key():
+    """Without a query that sees no key (a padding mask whose rows start with [CLS]), the sdpa path skips opening
+    and zeroing dead rows on a CPU, bit for bit the same outputs and gradients; with one, it zeroes it."""
+    import torch.nn.functional as F
+
+    from transformer_attention.model.masks import dead_rows
+
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(3, 2, 5, 4, requires_grad=True) for _ in range(3))
+    grad = torch.randn(3, 2, 5, 4)
+    for lengths, zeroed in (([5, 3, 1], False), ([5, 0, 2], True)):
+        mask = lengths_mask(lengths, 5)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            out = sdpa_attention(q, k, v, mask)
+        assert any(e.name == "aten::masked_fill" for e in prof.events()) == zeroed
+        got = torch.autograd.grad(out, (q, k, v), grad)
+        m4 = mask[:, None, None, :]
+        dead = dead_rows(m4)
+        opened = F.scaled_dot_product_attention(q, k, v, attn_mask=m4 | dead).masked_fill(dead, 0.0)
+        expected = torch.autograd.grad(opened, (q, k, v), grad)
+        assert torch.equal(out, opened) and all(map(torch.equal, got, expected))
 
 
 @pytest.mark.parametrize("impl", ["chunked", "sdpa"])

@@ -59,6 +59,8 @@ def sdpa_attention(
     # the kernel gives NaN or an average of V on a row with no visible key: open such rows for
     # it, then zero their output (and so their gradients)
     dead = dead_rows(mask)  # (B|1, H|1, Tq|1, 1)
+    if mask.device.type == "cpu" and not dead.any():  # none (a padding mask whose rows start with [CLS]): the
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # kernel alone
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | dead, dropout_p=dropout_p)
     return out.masked_fill(dead, 0.0)  # (B, H, Tq, Dk)
 
