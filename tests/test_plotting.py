@@ -252,6 +252,23 @@ def test_wide_labels_are_copied_whole_into_every_panel(tokens):
     np.testing.assert_array_equal(grid.render(maps), figure_to_array(grid.draw(maps)))
 
 
+WORDS = (
+    "the a plot acting is not good but bad wonderful film WWII movie boring great overall disappointing it was"
+).split()
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_render_equals_a_full_draw_for_any_tokens_and_panels(seed):
+    """Seeded random texts (1 to 24 tokens, wide and narrow words) and 1 to 5 panels: the fast path's pixels,
+    labels copied from panel 0 included, are those of a full draw."""
+    rng = np.random.default_rng(seed)
+    n, panels = int(rng.integers(1, 25)), int(rng.integers(1, 6))
+    tokens = ["[CLS]", *rng.choice(WORDS, n - 1)]
+    maps = rng.dirichlet(np.ones(n), size=(panels, n)).astype(np.float32)
+    grid = AttentionGrid(tokens, [f"head {h}" for h in range(panels)], f"seed {seed}", status=True)
+    np.testing.assert_array_equal(grid.render(maps), figure_to_array(grid.draw(maps)))
+
+
 def test_rollout_bars_show_the_shares():
     shares = np.array([0.5, 0.1, 0.3, 0.1], dtype=np.float32)
     bars = RolloutBars(["[CLS]", "not", "good", "."], "rollout", status=True)
