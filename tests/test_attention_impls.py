@@ -121,27 +121,33 @@ def test_rows_with_no_key_give_zero_output_and_zero_gradient(impl: str):
     assert all(torch.isfinite(p.grad).all() for p in mha.parameters())
 
 
-def test_sdpa_runs_the_kernel_alone_when_every_query_sees_a_key():
-    """Without a query that sees no key (a padding mask whose rows start with [CLS]), the sdpa path skips opening
-    and zeroing dead rows on a CPU, bit for bit the same outputs and gradients; with one, it zeroes it."""
-    import torch.nn.functional as F
-
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+def test_rows_are_opened_and_zeroed_only_where_a_query_sees_no_key(impl: str, monkeypatch: pytest.MonkeyPatch):
+    """On a CPU, a mask where every query sees a key (any padding mask whose rows start with [CLS]) skips opening
+    and zeroing dead rows, one masked_fill fewer, with bit for bit the outputs and gradients of opening them
+    always (as off the CPU); a mask with such a row still gets it zeroed."""
+    from transformer_attention.model import attention, fast_attention
     from transformer_attention.model.masks import dead_rows
 
+    path = {"math": lambda *a: scaled_dot_product_attention(*a)[0], "sdpa": sdpa_attention}
+    path["chunked"] = chunked_attention
     torch.manual_seed(3)
     q, k, v = (torch.randn(3, 2, 5, 4, requires_grad=True) for _ in range(3))
     grad = torch.randn(3, 2, 5, 4)
-    for lengths, zeroed in (([5, 3, 1], False), ([5, 0, 2], True)):
+    fills = []
+    for lengths in ([5, 3, 1], [5, 0, 2]):  # no dead row; batch row 1 all padding
         mask = lengths_mask(lengths, 5)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
-            out = sdpa_attention(q, k, v, mask)
-        assert any(e.name == "aten::masked_fill" for e in prof.events()) == zeroed
+            out = path[impl](q, k, v, mask)
+        fills.append(sum(e.name == "aten::masked_fill" for e in prof.events()))
         got = torch.autograd.grad(out, (q, k, v), grad)
-        m4 = mask[:, None, None, :]
-        dead = dead_rows(m4)
-        opened = F.scaled_dot_product_attention(q, k, v, attn_mask=m4 | dead).masked_fill(dead, 0.0)
-        expected = torch.autograd.grad(opened, (q, k, v), grad)
+        with monkeypatch.context() as always_open:
+            for module in (attention, fast_attention):
+                always_open.setattr(module, "dead_rows_if_any", dead_rows)
+            opened = path[impl](q, k, v, mask)
+            expected = torch.autograd.grad(opened, (q, k, v), grad)
         assert torch.equal(out, opened) and all(map(torch.equal, got, expected))
+    assert fills[1] == fills[0] + 1
 
 
 @pytest.mark.parametrize("impl", ["chunked", "sdpa"])

@@ -14,7 +14,7 @@ from torch import nn
 
 from .config import check_encoder
 from .fast_attention import chunked_attention, sdpa_attention
-from .masks import causal_mask, dead_rows, expand_mask, padding_mask
+from .masks import causal_mask, dead_rows_if_any, expand_mask, padding_mask
 
 __all__ = ["MultiHeadAttention", "causal_mask", "expand_mask", "padding_mask", "scaled_dot_product_attention"]
 
@@ -41,8 +41,8 @@ def scaled_dot_product_attention(
         # the dtype's lowest number, not -inf: a row with no key then gives no NaN
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = F.softmax(scores, dim=-1)  # (B, H, Tq, Tk)
-    if mask is not None:
-        weights = weights.masked_fill(dead_rows(mask), 0.0)  # a query with no key came out uniform: zero it
+    if mask is not None and (dead := dead_rows_if_any(mask)) is not None:
+        weights = weights.masked_fill(dead, 0.0)  # a query with no key came out uniform: zero it
     dropped = weights if dropout is None else dropout(weights)
     return dropped @ v, weights  # (B, H, Tq, Dk)
 

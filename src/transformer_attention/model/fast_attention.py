@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from .dropout import dropout_threshold, keep_mask
-from .masks import dead_rows, expand_mask
+from .masks import dead_rows_if_any, expand_mask
 
 # elements in one (bb, H, bq, bk) score tile of the chunked path: 4 MiB in fp32, so a tile and
 # its temporaries stay in cache and under glibc's 32 MiB mmap threshold (no page-fault storms)
@@ -58,9 +58,9 @@ def sdpa_attention(
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
     # the kernel gives NaN or an average of V on a row with no visible key: open such rows for
     # it, then zero their output (and so their gradients)
-    dead = dead_rows(mask)  # (B|1, H|1, Tq|1, 1)
-    if mask.device.type == "cpu" and not dead.any():  # none (a padding mask whose rows start with [CLS]): the
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # kernel alone
+    dead = dead_rows_if_any(mask)  # (B|1, H|1, Tq|1, 1), or None: no such row
+    if dead is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | dead, dropout_p=dropout_p)
     return out.masked_fill(dead, 0.0)  # (B, H, Tq, Dk)
 
@@ -71,16 +71,16 @@ def _check_p(p: float) -> None:
 
 
 def _open_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """An additive score bias (0 = attend, -inf = masked) and the dead rows of an expanded mask.
+    """An additive score bias (0 = attend, -inf = masked) and the dead rows of an expanded mask (None: none).
 
     Dead rows (queries with no key at all) are opened in the bias, so no softmax sees a row of
     only -inf (NaN); the caller zeroes their outputs afterwards, which also zeroes their gradients.
     """
     if mask is None:
         return None, None
-    dead = dead_rows(mask)  # (B|1, H|1, Tq|1, 1)
+    dead = dead_rows_if_any(mask)  # (B|1, H|1, Tq|1, 1), or None: no such row
     bias = torch.full(mask.shape, float("-inf"), dtype=dtype, device=mask.device)
-    return bias.masked_fill_(mask | dead, 0.0), dead  # (B|1, H|1, Tq|1, Tk)
+    return bias.masked_fill_(mask if dead is None else mask | dead, 0.0), dead  # (B|1, H|1, Tq|1, Tk)
 
 
 def _block_sizes(B: int, H: int, Tq: int, Tk: int, block_q: int | None, block_k: int | None):
