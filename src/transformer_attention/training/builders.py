@@ -6,6 +6,7 @@ loggers, the trainer, the data and the model. Each special case of building sits
 - `precision=auto` picks the faster of fp32 and bf16 once a model and a batch exist (precision.py);
 - an epoch of fewer batches than `log_every_n_steps` logs once an epoch, not never;
 - `self.log` skips moving a result to the device it is on already (compat.skip_needless_log_moves);
+- TensorBoard's event files get their checksums from C (compat.fast_event_checksums);
 - DDP ranks > 0 read rank 0's tokenizer rather than training their own.
 
 Each builder takes its group's node (a mapping of `_target_` entries, as Hydra composed it), never the run's config.
@@ -26,7 +27,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
 
-from ..compat import continue_csv_header, skip_needless_log_moves
+from ..compat import continue_csv_header, fast_event_checksums, skip_needless_log_moves
 from .checkpoint import AtomicCheckpointIO
 from .precision import auto_precision
 
@@ -58,6 +59,7 @@ def build_loggers(group: Mapping[str, Any] | None, purge_step: int | None = None
     """The logger group's loggers. A run resumed at `purge_step` hides, in TensorBoard, the steps its first
     run logged after that checkpoint (SummaryWriter's `purge_step`): after a `kill -9` they are trained and
     logged again, and TensorBoard would otherwise show both."""
+    fast_event_checksums()  # TensorBoard's records checksummed in C, not in Python on its writer thread (compat.py)
     purge = {"purge_step": purge_step} if purge_step is not None else {}
     return instantiate_group(group, kinds={TensorBoardLogger: purge})
 
