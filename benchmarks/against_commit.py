@@ -7,7 +7,8 @@ both trees, alternating which goes first round by round, each run in a fresh tem
 with its own tree's source first on PYTHONPATH (the installed dependencies are shared) and Python's bytecode cache
 on, as in a user's shell (the first, untimed run of each tree writes it). On a noisy machine the ratio of each
 round's pair is steadier than either median, and the CPU seconds (all threads) steadier than the wall time. Prints
-the CPU, each tree's median and the median ratios (this checkout over REV: below 1 is faster) and writes
+the CPU, each tree's median and the median ratios (this checkout over REV: below 1 is faster) and the hour (`python
+-c "import lightning.pytorch"` before and after the rounds: common.host_gauge), and writes
 benchmarks/results/against_commit.json.
 """
 
@@ -22,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import RESULTS, ROOT, machine, timed_process, user_env, write_json
+from common import RESULTS, ROOT, host_gauge, hour_line, machine, timed_process, user_env, write_json
 
 
 def timed(tree: Path, overrides: list[str]) -> tuple[float, float]:
@@ -53,6 +54,7 @@ def main() -> None:
             trees = {"this checkout": ROOT, args.rev: earlier}
             for tree in trees.values():
                 timed(tree, args.overrides)  # warm-up: the disk cache and the bytecode cache
+            gauge = {"before": host_gauge()}
             wall: dict[str, list[float]] = {name: [] for name in trees}
             cpu_s: dict[str, list[float]] = {name: [] for name in trees}
             for n in range(args.rounds):
@@ -61,6 +63,7 @@ def main() -> None:
                     wall[name].append(seconds)
                     cpu_s[name].append(cpu_seconds)
                     print(f"  round {n + 1}  {name:<14} {seconds:6.1f} s wall {cpu_seconds:6.1f} s CPU", flush=True)
+            gauge["after"] = host_gauge()
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(earlier)], cwd=ROOT, capture_output=True)
     ratios = [a / b for a, b in zip(wall["this checkout"], wall[args.rev], strict=True)]
@@ -69,6 +72,7 @@ def main() -> None:
     print(f"this checkout {median['this checkout']:.1f} s, {args.rev} {median[args.rev]:.1f} s (medians)")
     wall_ratio, cpu_ratio = statistics.median(ratios), statistics.median(cpu_ratios)
     print(f"this checkout / {args.rev}: {wall_ratio:.3f}x wall, {cpu_ratio:.3f}x CPU, medians of {args.rounds} rounds")
+    print(hour_line(gauge))
     write_json(
         RESULTS / "against_commit.json",
         {
@@ -83,6 +87,7 @@ def main() -> None:
             "samples_s": wall,
             "cpu_samples_s": cpu_s,
             "machine": cpu,
+            "import_lightning_s": gauge,
             "date": time.strftime("%Y-%m-%d"),
         },
     )

@@ -14,7 +14,9 @@ times and the time stamps of the run's own log (`<run>/train.log`, millisecond s
 - end of fit: the last epoch's line to the analysis' line (the last maps, the interactive pages, the analysis);
 - test: to the test's line; exit: from the last line to the process' end (the final table, closing the loggers).
 
-Prints the median of each part and writes benchmarks/results/breakdown.json with every sample.
+Prints the median of each part and writes benchmarks/results/breakdown.json with every sample, beside the time of
+`python -c "import lightning.pytorch"` before and after the rounds (common.host_gauge: how fast the host was at that
+hour).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from common import RESULTS, ROOT, machine, user_env, write_json
+from common import RESULTS, ROOT, host_gauge, hour_line, machine, user_env, write_json
 
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[[^]]*\]\[\w+\] - (.*)$")
 MAPS = re.compile(r"images? at \d+ steps?, ([\d.]+) s on the training thread")
@@ -83,14 +85,17 @@ def main() -> None:
     cpu = machine()
     print(f"CPU: {cpu['cpu']}, {len(os.sched_getaffinity(0))} usable cores")
     one_run(args.overrides)  # warm-up: the disk cache and the bytecode cache
+    gauge = {"before": host_gauge()}
     samples: dict[str, list[float]] = {}
     for n in range(args.rounds):
         for part, seconds in one_run(args.overrides).items():
             samples.setdefault(part, []).append(seconds)
         print(f"  round {n + 1}: {samples['total'][-1]:.1f} s", flush=True)
+    gauge["after"] = host_gauge()
     median = {part: statistics.median(values) for part, values in samples.items()}
     for part, seconds in median.items():
         print(f"{part:<24} {seconds:6.2f} s")
+    print(hour_line(gauge))
     write_json(
         RESULTS / "breakdown.json",
         {
@@ -99,6 +104,7 @@ def main() -> None:
             "median_s": median,
             "samples_s": samples,
             "machine": cpu,
+            "import_lightning_s": gauge,
             "date": time.strftime("%Y-%m-%d"),
         },
     )

@@ -17,7 +17,8 @@ alternating order, so a drift of the machine hits both alike):
 - with --spin-when-busy, also the busy one with OMP_WAIT_POLICY=ACTIVE: what spinning costs there (minutes).
 
 Prints the CPU and three figures: the default run's median wall time, its ratio to ACTIVE (the median of each
-round's pair) and the busy 3-epoch run's median over the idle one's. Writes benchmarks/results/busy_cores.json,
+round's pair) and the busy 3-epoch run's median over the idle one's, and the hour: `python -c "import
+lightning.pytorch"` timed before and after the rounds (common.host_gauge). Writes benchmarks/results/busy_cores.json,
 where each CPU model keeps its own entry.
 """
 
@@ -33,7 +34,7 @@ import tempfile
 import time
 from contextlib import contextmanager, nullcontext
 
-from common import RESULTS, ROOT, machine, timed_process, user_env, write_json
+from common import RESULTS, ROOT, host_gauge, hour_line, machine, timed_process, user_env, write_json
 
 DEFAULT = ["python", "train.py"]
 THREE_EPOCHS = [*DEFAULT, "trainer.max_epochs=3", "callbacks.attention_maps=null"]
@@ -85,6 +86,7 @@ def main() -> None:
     cpu = machine()
     print(f"CPU: {cpu['cpu']}, {len(os.sched_getaffinity(0))} usable cores", flush=True)
     timed_run(DEFAULT, {}, args.timeout)  # warm-up: the disk cache (each run's own caches start empty)
+    gauge = {"before": host_gauge()}
     wall: dict[str, list[float]] = {name: [] for name in conditions}
     cpu_s: dict[str, list[float]] = {name: [] for name in conditions}
     for n in range(args.rounds):
@@ -98,11 +100,13 @@ def main() -> None:
             wall[name].append(seconds)
             cpu_s[name].append(cpu_seconds)
             print(f"  round {n + 1}  {name:<22} {seconds:6.1f} s wall {cpu_seconds:6.1f} s CPU", flush=True)
-    result = summarise(wall, cpu_s, cpu, args.rounds)
+    gauge["after"] = host_gauge()
+    result = summarise(wall, cpu_s, cpu, args.rounds) | {"import_lightning_s": gauge}
     figures = result["figures"]
     print(f"default toy run (python train.py), idle:    {figures['default_s']:5.1f} s  median of {args.rounds}")
     print(f"its time / OMP_WAIT_POLICY=ACTIVE, idle:     {figures['default / active']:5.2f}x  median of paired rounds")
     print(f"3-epoch run beside 2 busy processes / idle: {figures['busy / idle']:5.2f}x  medians")
+    print(hour_line(gauge))
     everything = json.loads(RESULT.read_text()) if RESULT.is_file() else {}
     runs = everything.get("runs", {}) if isinstance(everything.get("runs"), dict) else {}
     write_json(RESULT, {"runs": runs | {cpu["cpu"]: result}})

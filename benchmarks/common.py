@@ -14,6 +14,7 @@ import platform
 import resource
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +63,22 @@ def machine() -> dict:
         "load_avg_at_start": LOAD_AT_START,
         "load_avg_at_end": os.getloadavg()[0],  # this benchmark's own threads included
     }
+
+
+GAUGE = [sys.executable, "-c", "import lightning.pytorch"]
+
+
+def host_gauge() -> float:
+    """Wall seconds of `python -c "import lightning.pytorch"`: a gauge of the host's hour, recorded beside a whole
+    run's absolute times. On a shared virtual machine it moves about as much as a run does from hour to hour (twice
+    as slow at some hours, where a tight Python loop moves 1.2x), so it tells a slow hour from a slow change."""
+    wall, _, _ = timed_process(GAUGE, cwd=ROOT, env=user_env(), check=True, capture_output=True)
+    return wall
+
+
+def hour_line(gauge: dict[str, float]) -> str:
+    """The gauge taken before and after a benchmark's rounds, as one line."""
+    return f"the hour: import lightning.pytorch {gauge['before']:.1f} s before the rounds, {gauge['after']:.1f} s after"
 
 
 def interleaved_times(fns: dict[str, Callable[[], object]], rounds: int, warmup: int = 1) -> dict[str, dict]:
