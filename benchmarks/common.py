@@ -1,5 +1,5 @@
 """Shared helpers for the speed / memory benchmarks: interleaved timing, peak tensor memory,
-the large-matmul FLOP/s ceiling, the machine description, tables and JSON.
+the large-matmul FLOP/s ceiling, the machine description and the host's hour (host_gauge), tables and JSON.
 
 Timing is interleaved: every round runs every candidate once, and each candidate's figure is
 its median over rounds, so a burst of load from another process hits all of them alike.
