@@ -17,4 +17,3 @@ def main(cfg):
 if __name__ == "__main__":
     cli.check_command_line()  # a value Hydra cannot parse: one line naming the quoting that works
     main()
-    cli.exit_at_once()  # a run that ended well skips the interpreter's teardown (compat.exit_at_once)

@@ -8,7 +8,7 @@ trying the Trainer's signature finds (after torch and Lightning are imported, be
 Each measurement is a fresh process (`python train.py ...`, the default model and data unless --extra
 says otherwise, outputs in a temporary folder). The first-step time comes from a callback added with
 `+callbacks.first_step=...` that writes the wall-clock time at the first `on_train_batch_start` to the
-file named by STARTUP_MARK and ends the process there; the figure is that time minus the launch time.
+file named by STARTUP_MARK and stops the run there; the figure is that time minus the launch time.
 Prints the median and range over the repeats (after one unmeasured warm-up run, so the disk cache is
 warm as in everyday use) and writes benchmarks/results/startup.json.
 """
@@ -33,11 +33,11 @@ MARK_ENV = "STARTUP_MARK"
 
 
 class FirstStep(Callback):
-    """At the first training batch, write the time to $STARTUP_MARK and end the process."""
+    """At the first training batch, write the time to $STARTUP_MARK and stop the run."""
 
     def on_train_batch_start(self, *args: object) -> None:
         Path(os.environ[MARK_ENV]).write_text(repr(time.time()))
-        os._exit(0)  # the measurement is taken: skip training, testing and teardown
+        raise SystemExit(0)  # the measurement is taken: no training, no test
 
 
 def env() -> dict[str, str]:

@@ -4,20 +4,14 @@ public API (tests/test_public_api.py scans the rest). Standard library at import
 
 from __future__ import annotations
 
-import atexit
 import csv
 import logging
 import os
 import re
-import sys
-import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
-from importlib.util import find_spec
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 
@@ -62,8 +56,7 @@ class DropTips(logging.Filter):
 def quiet_console() -> None:
     """Each Lightning log line once, through the root (Hydra's) handlers; no tips; no warnings from
     Lightning's own calls. Idempotent. Call it after Hydra configured logging, before the Trainer."""
-    with without_scipy_signal():
-        import lightning.pytorch  # noqa: F401  (imported first: it adds the handlers removed below)
+    import lightning.pytorch  # noqa: F401  (imported first: it adds the handlers removed below)
 
     if not logging.getLogger().handlers:
         return  # nothing would print the records: keep Lightning's own handlers (no Hydra, e.g. a notebook)
@@ -79,58 +72,6 @@ def quiet_console() -> None:
             logger.addFilter(DropTips())
     for message in LIGHTNING_DEPRECATIONS:
         warnings.filterwarnings("ignore", message=message)
-
-
-# ---- torchmetrics' import of scipy.signal --------------------------------------------------------
-# Lightning imports torchmetrics at its own import, and torchmetrics imports scipy.signal (with scipy.stats,
-# .optimize, .interpolate: about 1.3 s, a tenth of the default toy run) only to give it a `hamming` alias that a
-# third-party audio package of its tests needs (torchmetrics/__init__.py, audio/__init__.py, functional/audio/
-# __init__.py; upstream: Lightning-AI/torchmetrics#3457, PR #3459). No metric here is an audio one: while
-# Lightning loads, a placeholder stands in for scipy.signal; the next `import scipy.signal` loads the real one.
-@contextmanager
-def without_scipy_signal() -> Iterator[None]:
-    """Import Lightning (and torchmetrics) inside this block without scipy.signal, if scipy is not loaded yet."""
-    if "scipy.signal" in sys.modules or find_spec("scipy") is None:
-        yield
-        return
-    placeholder = ModuleType("scipy.signal")
-    placeholder.hamming = None  # the alias torchmetrics checks for: present, so it adds none
-    sys.modules["scipy.signal"] = placeholder
-    try:
-        yield
-    finally:
-        if sys.modules.get("scipy.signal") is placeholder:
-            del sys.modules["scipy.signal"]
-        scipy = sys.modules.get("scipy")
-        if scipy is not None and vars(scipy).get("signal") is placeholder:
-            del scipy.signal
-
-
-# ---- Lightning's move of each logged value ---------------------------------------------------------
-# Every `self.log` call moves the result it keeps to the value's device (`_ResultMetric.to`), walking the result's
-# whole `__dict__` with apply_to_collection (for a torchmetrics Metric logged as an object: its module dicts, and
-# `Metric.to` on it) even when everything is on that device already: about half a millisecond a call on a CPU,
-# about 0.3 s of the default toy run's 1,100 calls (Lightning-AI/pytorch-lightning#20388; the fix proposed upstream,
-# PR #21769, is this one). A move to the device the result's value is on returns at once; any other call (a first
-# call, another device, a dtype) runs Lightning's own.
-def skip_needless_log_moves() -> None:
-    """Make Lightning's per-log move of a result a no-op when it is on that device already. Idempotent."""
-    import torch
-    from lightning.pytorch.trainer.connectors.logger_connector.result import _ResultMetric
-
-    if getattr(_ResultMetric.to, "skips_needless_moves", False):
-        return
-    original = _ResultMetric.to
-
-    def to(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and len(args) == 1 and isinstance(args[0], str | torch.device):
-            here = getattr(vars(self).get("value"), "device", None)  # a tensor's or a Metric's
-            if here is not None and here == torch.device(args[0]):
-                return self
-        return original(self, *args, **kwargs)
-
-    to.skips_needless_moves = True
-    _ResultMetric.to = to
 
 
 # ---- fused optimizers and gradient clipping under mixed precision ---------------------------------------------
@@ -226,23 +167,3 @@ def fast_event_checksums() -> None:
     from tensorboard.summary.writer import record_writer
 
     record_writer.masked_crc32c = masked_crc32c
-
-
-# ---- the interpreter's teardown -------------------------------------------------------------------
-# At exit CPython frees the objects of every module one by one and unloads each extension: with torch, Lightning and
-# matplotlib loaded that is about 0.3 s of the default toy run (over a second where gc is not frozen), spent on
-# nothing a user sees. A command that ended well ends its process at once, after what an exit must still do: the
-# atexit handlers (logging's flush, an experiment logger's uploads, multiprocessing's children) and flushing
-# stdout and stderr. `atexit._run_exitfuncs` is CPython's own exit step for them.
-def exit_at_once(code: int = 0) -> None:
-    """End the process with `code` now, without the interpreter's teardown, once the atexit handlers ran and stdout
-    and stderr are flushed. Returns, leaving a normal exit to follow, while a non-daemon thread still runs."""
-    if any(t is not threading.main_thread() and not t.daemon for t in threading.enumerate()):
-        return
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # closed, or a pipe whose reader is gone
-            pass
-    os._exit(code)

@@ -6,13 +6,12 @@ Importing this package registers the resolvers and the model schema conf/ uses. 
 because every process that composes conf/ must have them before it composes: the entry scripts, and a
 launcher's worker processes (joblib, submitit), which import this package when they unpickle the task."""
 
-from ..compat import exit_at_once
 from .config import register_schemas
 from .console import check_command_line
 from .resolvers import register_resolvers
 from .run import run
 
-__all__ = ["check_command_line", "exit_at_once", "run"]
+__all__ = ["check_command_line", "run"]
 
 register_resolvers()
 register_schemas()

@@ -5,7 +5,6 @@ loggers, the trainer, the data and the model. Each special case of building sits
 - checkpoints are written atomically (`AtomicCheckpointIO`), unless the config names its own plugins;
 - `precision=auto` picks the faster of fp32 and bf16 once a model and a batch exist (precision.py);
 - an epoch of fewer batches than `log_every_n_steps` logs once an epoch, not never;
-- `self.log` skips moving a result to the device it is on already (compat.skip_needless_log_moves);
 - TensorBoard's event files get their checksums from C (compat.fast_event_checksums);
 - DDP ranks > 0 read rank 0's tokenizer rather than training their own.
 
@@ -27,7 +26,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
 
-from ..compat import continue_csv_header, fast_event_checksums, skip_needless_log_moves
+from ..compat import continue_csv_header, fast_event_checksums
 from .checkpoint import AtomicCheckpointIO
 from .precision import auto_precision
 
@@ -75,7 +74,6 @@ class TrainerBuilder:
         self.trainer = self._make("32-true" if self.auto else None)
 
     def _make(self, precision: str | None) -> L.Trainer:
-        skip_needless_log_moves()  # each self.log no longer walks a result already on its device (compat.py)
         plugins = {} if self.settings.get("plugins") else {"plugins": [AtomicCheckpointIO()]}  # no truncated .ckpt
         chosen = {"precision": precision} if precision else {}
         callbacks = list(self.callbacks)  # Lightning adds its progress bar to the list it is given
