@@ -9,28 +9,8 @@ import logging
 import os
 import re
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from importlib import import_module
 from pathlib import Path
 from typing import Any
-
-
-# ---- package faces that import nothing heavy ------------------------------------------------------
-# torch takes about 3 s to import and Lightning about 9: a package whose names need them (model, data, analysis,
-# pretraining) imports the module that holds a name on its first use, so that a config is checked, and refused,
-# in about a second, by the torch-free modules beside them.
-def lazy_face(package: str, names_by_module: Mapping[str, Sequence[str]]) -> tuple[Callable[[str], Any], list[str]]:
-    """A package's `__getattr__` (PEP 562) that imports a name's module (`names_by_module`: module -> names) the
-    first time the name is used, and the names it serves (for `__all__`)."""
-    where = {name: module for module, names in names_by_module.items() for name in names}
-
-    def __getattr__(name: str) -> Any:
-        if name not in where:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(import_module(f".{where[name]}", package), name)
-
-    return __getattr__, sorted(where)
-
 
 # ---- Lightning's console --------------------------------------------------------------------------
 # Lightning gives its `lightning` logger a console handler of its own (`INFO: ...`) and, imported before Hydra

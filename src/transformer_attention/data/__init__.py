@@ -7,7 +7,7 @@ IDEs under TYPE_CHECKING, so they see every name and where it lives.
 
 from typing import TYPE_CHECKING
 
-from ..compat import lazy_face
+from ..lazy import lazy_face
 from ..errors import DataError
 
 if TYPE_CHECKING:

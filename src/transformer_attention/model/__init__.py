@@ -6,7 +6,7 @@ The same names are imported for type checkers and IDEs under TYPE_CHECKING.
 
 from typing import TYPE_CHECKING
 
-from ..compat import lazy_face
+from ..lazy import lazy_face
 from .config import ATTENTION_IMPLS, EncoderConfig
 
 if TYPE_CHECKING:
