@@ -178,7 +178,7 @@ def test_gradcheck_float64(impl: str):
 
 
 def test_self_attention_call_forms_agree():
-    """mha(x), mha(x, x) and mha(x, x, x): one fused, one half-fused, three separate projections."""
+    """mha(x), mha(x, x) and mha(x, x, x) are one call: key None is self-attention, value None is value = key."""
     torch.manual_seed(12)
     mha = MultiHeadAttention(12, 3, dropout=0.0).double().eval()
     x, kv = torch.randn(2, 5, 12, dtype=torch.float64), torch.randn(2, 7, 12, dtype=torch.float64)
@@ -199,6 +199,30 @@ def test_the_math_path_reads_like_the_tutorial():
     if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
     assert body[-1].end_lineno - body[0].lineno + 1 <= 15
+
+
+def test_the_module_reads_like_the_tutorial():
+    """MultiHeadAttention.forward takes at most 5 arguments; one default kernel, shared by the settings, the layer
+    and the module; the kernel is chosen when the module is built, not looked up at each call."""
+    from transformer_attention.model import EncoderConfig, TransformerEncoderLayer
+    from transformer_attention.model import attention as attention_module
+
+    params = [p for p in inspect.signature(MultiHeadAttention.forward).parameters if p != "self"]
+    assert params == ["query", "key", "value", "mask", "need_weights"]
+    default = inspect.signature(MultiHeadAttention).parameters["attention_impl"].default
+    assert default == EncoderConfig().attention_impl
+    assert inspect.signature(TransformerEncoderLayer).parameters["attention_impl"].default == default
+    built = {impl: MultiHeadAttention(12, 3, dropout=0.0, attention_impl=impl).eval() for impl in ATTENTION_IMPLS}
+    x = torch.randn(2, 5, 12)
+    expected = {impl: mha(x, need_weights=False)[0] for impl, mha in built.items()}
+    saved = dict(attention_module.KERNELS)
+    try:  # a kernel table emptied after construction: the modules keep the kernel they were built with
+        attention_module.KERNELS.clear()
+        for impl, mha in built.items():
+            assert mha.kernel is saved[impl]
+            assert torch.equal(mha(x, need_weights=False)[0], expected[impl])
+    finally:
+        attention_module.KERNELS.update(saved)
 
 
 @pytest.mark.parametrize("impl", ATTENTION_IMPLS)
@@ -303,13 +327,13 @@ def np_weighted_norms(x_kv, wv, bv, wo, weights, num_heads):
     return out
 
 
-@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
 @pytest.mark.parametrize("cross", [False, True])
-def test_weighted_norms_match_numpy(impl: str, cross: bool):
-    """A hand-built layer's norm-weighted map against NumPy; every path falls back to the math when asked, and
-    asking changes no output."""
+def test_weighted_norms_match_numpy(cross: bool):
+    """A hand-built layer's norm-weighted map against NumPy."""
+    from transformer_attention.model.probes import weighted_norms
+
     torch.manual_seed(0)
-    mha = MultiHeadAttention(12, 3, dropout=0.0, attention_impl=impl).double().eval()
+    mha = MultiHeadAttention(12, 3, dropout=0.0).double().eval()
     with torch.no_grad():  # hand-built: a value projection and output slices of very different sizes
         mha.w_v.weight.copy_(torch.diag(torch.arange(1.0, 13.0, dtype=torch.float64)))
         mha.w_o.weight.mul_(torch.tensor([0.1] * 4 + [1.0] * 4 + [5.0] * 4, dtype=torch.float64))
@@ -317,52 +341,61 @@ def test_weighted_norms_match_numpy(impl: str, cross: bool):
     kv = torch.randn(2, 4, 12, dtype=torch.float64) if cross else x
     mask = lengths_mask([kv.shape[1], 2], kv.shape[1])
     with torch.no_grad():
-        out, w = mha(x, kv, kv, mask=mask)
-        out_n, norms = mha(x, kv, kv, mask=mask, need_weights=False, need_norms=True)
+        _, w = mha(x, kv, kv, mask=mask)
+        norms = weighted_norms(w, mha.w_v(kv), mha)
     p = {n: t.detach().numpy() for n, t in mha.named_parameters()}
     ref = np_weighted_norms(kv.numpy(), p["w_v.weight"], p["w_v.bias"], p["w_o.weight"], w.numpy(), 3)
     np.testing.assert_allclose(norms.numpy(), ref, rtol=1e-10, atol=1e-12)
-    assert torch.equal(out_n, out)
     assert (norms[1, ..., 2:] == 0).all()  # a masked key moves nothing
     # the heads differ in what they move, so the norm ranks keys apart from the weight
     assert not np.allclose(ref / ref.sum(-1, keepdims=True), w.numpy(), atol=1e-3)
 
 
-def test_classifier_norms_leave_logits_alone():
-    """need_norms gives one (B, H, T, T) map per layer, each the weights times ||f(x_j)||, and the same logits."""
-    from transformer_attention.model import TransformerClassifier
+@pytest.mark.parametrize("impl", ATTENTION_IMPLS)
+def test_norm_weighted_forward_reads_the_values_the_layers_computed(impl: str):
+    """`norm_weighted_forward` gives one (B, H, T, T) map per layer, each the layer's weights times ||f(x_j)|| of
+    the values that layer computed (the NumPy oracle on the inputs recorded at each layer), and the same logits."""
+    from transformer_attention.model import TransformerClassifier, norm_weighted_forward
 
     torch.manual_seed(0)
-    net = TransformerClassifier(vocab_size=50, num_classes=3, d_model=16, num_heads=2, num_layers=2, dropout=0.0)
+    net = TransformerClassifier(
+        vocab_size=50, num_classes=3, d_model=16, num_heads=2, num_layers=2, dropout=0.0, attention_impl=impl
+    ).double()
     net.eval()
     ids = torch.randint(3, 50, (3, 7))
     ids[1, 5:] = 0
+    inputs = []  # each layer's input to its attention: what its values are made from
     with torch.no_grad():
         plain = net(ids).logits
-        logits, weights = net(ids, need_weights=True)
-        logits_n, norms = net(ids, need_norms=True)
-    torch.testing.assert_close(logits_n, plain)
-    torch.testing.assert_close(logits, plain)
+        _, weights = net(ids, need_weights=True)
+        handles = [
+            layer.self_attn.register_forward_hook(lambda m, a, o: inputs.append(a[0])) for layer in net.encoder.layers
+        ]
+        logits_n, norms = norm_weighted_forward(net, ids)
+    for h in handles:
+        h.remove()
+    torch.testing.assert_close(logits_n, plain, rtol=0, atol=1e-12)
     assert len(norms) == 2 and norms[0].shape == (3, 2, 7, 7)
-    for w, n in zip(weights, norms, strict=True):
-        ratio = torch.where(w > 1e-6, n / w, torch.zeros_like(n))  # ||f(x_j)||: the same down every query row
-        assert torch.allclose(ratio[:, :, 0:1].expand_as(ratio)[w > 1e-6], ratio[w > 1e-6], rtol=1e-4)
+    for layer, w, n, x in zip(net.encoder.layers, weights, norms, inputs, strict=True):
+        p = {k: t.detach().numpy() for k, t in layer.self_attn.named_parameters()}
+        ref = np_weighted_norms(x.numpy(), p["w_v.weight"], p["w_v.bias"], p["w_o.weight"], w.numpy(), 2)
+        np.testing.assert_allclose(n.numpy(), ref, rtol=1e-10, atol=1e-12)
         assert (n[1, ..., 5:] == 0).all()
 
 
-def test_norms_cost_nothing_unless_asked(monkeypatch):
-    """The norm-weighted maps are computed only when asked: once per layer then, never for weights or logits."""
-    from transformer_attention.model import TransformerClassifier
-    from transformer_attention.model import attention as attention_module
+def test_the_probes_leave_no_hook_behind():
+    """After `gated_heads` and `norm_weighted_forward`, also when the block raises, the model computes what it
+    did before: the hooks are gone (a zero gate left in place would change the logits)."""
+    from transformer_attention.model import TransformerClassifier, gated_heads, norm_weighted_forward
 
-    calls = []
-    real = attention_module.weighted_norms
-    monkeypatch.setattr(attention_module, "weighted_norms", lambda *a: calls.append(1) or real(*a))
-    net = TransformerClassifier(vocab_size=50, num_classes=2, d_model=16, num_heads=2, num_layers=3).eval()
-    ids = torch.randint(3, 50, (2, 5))
+    torch.manual_seed(0)
+    net = TransformerClassifier(vocab_size=50, num_classes=3, d_model=16, num_heads=2, num_layers=2).eval()
+    ids = torch.randint(3, 50, (2, 6))
     with torch.no_grad():
-        net(ids)
-        net(ids, need_weights=True)
-        assert calls == []
-        net(ids, need_norms=True)
-    assert len(calls) == 3
+        plain = net(ids).logits
+        with gated_heads(net, torch.zeros(2, 2)):
+            assert not torch.equal(net(ids).logits, plain)
+        with pytest.raises(RuntimeError, match="inside"), gated_heads(net, torch.zeros(2, 2)):
+            raise RuntimeError("inside")
+        norm_weighted_forward(net, ids)
+        assert torch.equal(net(ids).logits, plain)

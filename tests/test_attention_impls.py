@@ -126,7 +126,7 @@ def test_rows_are_opened_and_zeroed_only_where_a_query_sees_no_key(impl: str, mo
     """On a CPU, a mask where every query sees a key (any padding mask whose rows start with [CLS]) skips opening
     and zeroing dead rows, one masked_fill fewer, with bit for bit the outputs and gradients of opening them
     always (as off the CPU); a mask with such a row still gets it zeroed."""
-    from transformer_attention.model import attention, fast_attention
+    from transformer_attention.model import attention, chunked
     from transformer_attention.model.masks import dead_rows
 
     path = {"math": lambda *a: scaled_dot_product_attention(*a)[0], "sdpa": sdpa_attention}
@@ -142,7 +142,7 @@ def test_rows_are_opened_and_zeroed_only_where_a_query_sees_no_key(impl: str, mo
         fills.append(sum(e.name == "aten::masked_fill" for e in prof.events()))
         got = torch.autograd.grad(out, (q, k, v), grad)
         with monkeypatch.context() as always_open:
-            for module in (attention, fast_attention):
+            for module in (attention, chunked):
                 always_open.setattr(module, "dead_rows_if_any", dead_rows)
             opened = path[impl](q, k, v, mask)
             expected = torch.autograd.grad(opened, (q, k, v), grad)
@@ -236,10 +236,10 @@ def test_a_layer_computing_only_the_first_rows_matches_the_full_layer(norm_first
     x = torch.randn(3, 9, 12, dtype=torch.float64)
     for name, mask in masks(3, 9, 9).items():
         full, _ = layer(x, mask=mask)
-        for rows in (1, 4):
-            part, _ = layer(x, mask=mask, rows=rows)
-            assert part.shape == (3, rows, 12)
-            torch.testing.assert_close(part, full[:, :rows], atol=1e-12, rtol=0, msg=f"{name} mask, {rows} rows")
+        for queries in (1, 4):
+            part, _ = layer(x, mask=mask, queries=queries)
+            assert part.shape == (3, queries, 12)
+            torch.testing.assert_close(part, full[:, :queries], atol=1e-12, rtol=0, msg=f"{name} mask, {queries} rows")
 
 
 @pytest.mark.parametrize("impl", ATTENTION_IMPLS)

@@ -8,7 +8,13 @@ import torch
 import torch.nn.functional as F
 
 from transformer_attention.data import CLS_ID, PAD_ID, ReviewDataModule, collate
-from transformer_attention.model import ATTENTION_IMPLS, ClassifierOutput, EncoderConfig, TransformerClassifier
+from transformer_attention.model import (
+    ATTENTION_IMPLS,
+    ClassifierOutput,
+    EncoderConfig,
+    TransformerClassifier,
+    gated_heads,
+)
 
 
 def make_model(**kw) -> TransformerClassifier:
@@ -162,44 +168,69 @@ def test_overfits_one_batch():
     assert torch.equal(preds, b["labels"])
 
 
-# ---- the head mask: what head importance (analysis/heads.py) masks heads with ----------------------------
+# ---- head gates: what head importance (analysis/heads.py) masks heads with -------------------------------
 @pytest.mark.parametrize("impl", ATTENTION_IMPLS)
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
-def test_a_head_mask_of_ones_gives_bit_equal_logits(impl: str, pooling: str):
+def test_gates_of_ones_give_bit_equal_logits(impl: str, pooling: str):
     model = make_model(pooling=pooling, attention_impl=impl)
     ids = batch([6, 3, 8], 8)
     with torch.no_grad():
         plain = model(ids).logits
         for ones in (torch.ones(2, 4), torch.ones(2, 4, dtype=torch.bool), torch.ones(3, 2, 4)):
-            assert torch.equal(model(ids, head_mask=ones).logits, plain)
+            with gated_heads(model, ones):
+                assert torch.equal(model(ids).logits, plain)
 
 
 @pytest.mark.parametrize("impl", ATTENTION_IMPLS)
-def test_masking_a_head_equals_zeroing_its_slice_of_the_output_projection(impl: str):
-    """Head h's output enters w_o through the input columns h*Dk..(h+1)*Dk: masking the head must equal a model
-    whose w_o has those columns at zero (the oracle), and differ from the unmasked model."""
+def test_gating_a_head_off_equals_zeroing_its_slice_of_the_output_projection(impl: str):
+    """Head h's output enters w_o through the input columns h*Dk..(h+1)*Dk: a zero gate must equal a model
+    whose w_o has those columns at zero (the oracle), and differ from the ungated model."""
     model = make_model(attention_impl=impl, pooling="mean")
     ids = batch([6, 3, 8], 8)
-    head_mask = torch.ones(2, 4)
-    head_mask[1, 2] = 0
+    gates = torch.ones(2, 4)
+    gates[1, 2] = 0
     oracle = make_model(attention_impl=impl, pooling="mean")
     with torch.no_grad():
         oracle.encoder.layers[1].self_attn.w_o.weight[:, 2 * 4 : 3 * 4] = 0
-        masked, expected, plain = model(ids, head_mask=head_mask).logits, oracle(ids).logits, model(ids).logits
+        with gated_heads(model, gates):
+            masked = model(ids).logits
+        expected, plain = oracle(ids).logits, model(ids).logits
     torch.testing.assert_close(masked, expected, rtol=0, atol=1e-6)
     assert (masked - plain).abs().max() > 1e-3
-    # per-row masks: row 1 masked, rows 0 and 2 not
-    rows = torch.ones(3, 2, 4)
-    rows[1] = head_mask
-    with torch.no_grad():
-        mixed = model(ids, head_mask=rows).logits
+    # per-row gates: row 1 masked, rows 0 and 2 not
+    per_row = torch.ones(3, 2, 4)
+    per_row[1] = gates
+    with torch.no_grad(), gated_heads(model, per_row):
+        mixed = model(ids).logits
     torch.testing.assert_close(mixed[[0, 2]], plain[[0, 2]], rtol=0, atol=0)
     torch.testing.assert_close(mixed[1], expected[1], rtol=0, atol=1e-6)
 
 
-def test_a_head_mask_of_the_wrong_shape_names_the_shapes():
+def test_a_gate_carries_the_gradient_of_its_head():
+    """d logit / d gate of a head = the logit's change per unit of that head's output: finite differences agree."""
+    model = make_model(pooling="mean").double()
+    ids = batch([6, 3, 8], 8)
+    gates = torch.ones(2, 4, dtype=torch.float64, requires_grad=True)
+    with gated_heads(model, gates):
+        (grad,) = torch.autograd.grad(model(ids).logits[:, 1].sum(), gates)
+    step = torch.zeros(2, 4, dtype=torch.float64)
+    step[0, 3] = 1e-6
+    with torch.no_grad():
+        with gated_heads(model, torch.ones(2, 4, dtype=torch.float64) + step):
+            up = model(ids).logits[:, 1].sum()
+        with gated_heads(model, torch.ones(2, 4, dtype=torch.float64) - step):
+            down = model(ids).logits[:, 1].sum()
+    torch.testing.assert_close(grad[0, 3], (up - down) / 2e-6, rtol=1e-5, atol=1e-8)
+
+
+def test_gates_of_the_wrong_shape_name_the_shapes():
     model = make_model()
-    with pytest.raises(ValueError, match=r"head_mask of shape \(3, 4\) does not fit 2 layers"):
-        model(batch([4], 4), head_mask=torch.ones(3, 4))
-    with pytest.raises(ValueError, match=r"head_mask of shape \(5,\) does not fit 4 heads"):
-        model(batch([4], 4), head_mask=torch.ones(2, 5))
+    with pytest.raises(ValueError, match=r"head gates of shape \(3, 4\) do not fit 2 layers of 4 heads"):
+        with gated_heads(model, torch.ones(3, 4)):
+            pass
+    with pytest.raises(ValueError, match=r"head gates of shape \(2, 5\) do not fit 2 layers of 4 heads"):
+        with gated_heads(model, torch.ones(2, 5)):
+            pass
+    with pytest.raises(ValueError, match=r"head gates for 2 rows given to a batch of 1"):
+        with gated_heads(model, torch.ones(2, 2, 4)):
+            model(batch([4], 4))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -29,6 +29,7 @@ from .data.labels import names_or_ids
 from .data.tokenizer import PAD_ID, UNK_ID, encode, load_tokenizer
 from .errors import InputError
 from .model.classifier import ClassifierOutput
+from .model.probes import gated_heads, norm_weighted_forward
 from .module import ClassifierModule, evaluating
 
 log = logging.getLogger(__name__)
@@ -88,21 +89,17 @@ def forward(
     need_norms: bool = False,
 ) -> ClassifierOutput:
     """`model(ids, mask)` in eval mode, every submodule's mode restored after (a model already all in eval mode,
-    as `held_in_eval` holds the analyses', is left as it is: saving and restoring each mode cost more than the
+    as `evaluating` holds the analyses', is left as it is: saving and restoring each mode cost more than the
     forward pass of a small batch). `grad`: build the graph for gradients (True), not (False), or as the caller's
-    grad mode is (None: what captum sets). `need_norms`: the attentions are the norm-weighted maps
-    (MultiHeadAttention)."""
-    extra = {} if head_mask is None else {"head_mask": head_mask}  # a pretraining module takes neither
-    if need_norms:
-        extra["need_norms"] = True
+    grad mode is (None: what captum sets). `head_mask` (L, H) or (B, L, H): each head's output scaled by its
+    gate (`model.probes.gated_heads`). `need_norms`: the attentions are the norm-weighted maps
+    (`model.probes.norm_weighted_forward`)."""
     modes = evaluating(model) if any(m.training for m in model.modules()) else nullcontext()
-    with modes, torch.set_grad_enabled(torch.is_grad_enabled() if grad is None else grad):
-        return model(ids, mask, need_weights=need_weights, **extra)
-
-
-def held_in_eval(model: nn.Module) -> AbstractContextManager:
-    """`model` in eval mode for many passes (the analyses'), every mode restored after; `forward` leaves it as it is."""
-    return evaluating(model)
+    gates = nullcontext() if head_mask is None else gated_heads(model, head_mask)
+    with modes, gates, torch.set_grad_enabled(torch.is_grad_enabled() if grad is None else grad):
+        if need_norms:
+            return norm_weighted_forward(model, ids, mask)
+        return model(ids, mask, need_weights=need_weights)
 
 
 def forward_batches(
@@ -120,8 +117,18 @@ def forward_batches(
         gates = None if head_mask is None else head_mask.to(batch.ids.device)
         if gates is not None and gates.dim() == 3:
             gates = gates[batch.index]  # (B, L, H): this batch's rows
-        maps = {"need_weights": need_weights, "need_norms": need_norms}
-        yield batch, forward(model, batch.ids, batch.mask, head_mask=gates, grad=grad, **maps)
+        yield (
+            batch,
+            forward(
+                model,
+                batch.ids,
+                batch.mask,
+                need_weights=need_weights,
+                head_mask=gates,
+                grad=grad,
+                need_norms=need_norms,
+            ),
+        )
 
 
 def logit_function(model: nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:

@@ -21,7 +21,7 @@ from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from .compat import unfused_where_clipped
-from .model import TransformerClassifier
+from .model import ClassifierOutput, TransformerClassifier
 from .model.regularizers import adversarial_loss, word_dropout
 
 
@@ -142,15 +142,9 @@ class ClassifierModule(EncoderModule):
         self.val_acc_best = MaxMetric()
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        need_weights: bool = False,
-        head_mask: torch.Tensor | None = None,
-        need_norms: bool = False,
-    ):
-        maps = {"need_weights": need_weights, "need_norms": need_norms}
-        return self.net(input_ids, attention_mask, head_mask=head_mask, **maps)
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> ClassifierOutput:
+        return self.net(input_ids, attention_mask, need_weights=need_weights)
 
     def model_step(
         self, batch: dict[str, torch.Tensor], train: bool = False

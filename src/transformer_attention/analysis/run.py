@@ -14,7 +14,7 @@ from torch import nn
 
 from ..data.labels import names_or_ids
 from ..errors import ConfigError
-from ..inference import held_in_eval
+from ..module import evaluating
 from .faithfulness import Explained, Faithfulness, explain_texts, faithfulness
 from .heads import HeadImportance, head_importance
 from .plan import Plan, analysis_settings
@@ -54,7 +54,7 @@ def run_analyses(
     if "faithfulness" in chosen.names:  # a class that is not there fails before any work
         texts, labels = chosen.rows("faithfulness", splits)
         targets = target_classes(s.target, labels, label_names, net.head.out_features, len(texts))
-    with held_in_eval(net):  # one eval mode for all the passes below, not one set and restored a pass
+    with evaluating(net):  # one eval mode for all the passes below, not one set and restored a pass
         if "heads" in chosen.names:
             start = time.perf_counter()
             rows, labels = chosen.rows("heads", splits)

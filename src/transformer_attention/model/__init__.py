@@ -10,20 +10,22 @@ from ..lazy import lazy_face
 from .config import ATTENTION_IMPLS, EncoderConfig
 
 if TYPE_CHECKING:
-    from .attention import MultiHeadAttention, scaled_dot_product_attention  # noqa: F401
+    from .attention import MultiHeadAttention, scaled_dot_product_attention, sdpa_attention  # noqa: F401
+    from .chunked import chunked_attention  # noqa: F401
     from .classifier import ClassifierOutput, TransformerClassifier  # noqa: F401
     from .encoder import TransformerEncoder, TransformerEncoderLayer  # noqa: F401
-    from .fast_attention import chunked_attention, sdpa_attention  # noqa: F401
     from .masks import causal_mask, padding_mask  # noqa: F401
     from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding  # noqa: F401
+    from .probes import gated_heads, norm_weighted_forward  # noqa: F401
 
 _NAMES_BY_MODULE = {
-    "attention": ("MultiHeadAttention", "scaled_dot_product_attention"),
+    "attention": ("MultiHeadAttention", "scaled_dot_product_attention", "sdpa_attention"),
+    "chunked": ("chunked_attention",),
     "classifier": ("ClassifierOutput", "TransformerClassifier"),
     "encoder": ("TransformerEncoder", "TransformerEncoderLayer"),
-    "fast_attention": ("chunked_attention", "sdpa_attention"),
     "masks": ("causal_mask", "padding_mask"),
     "positional": ("LearnedPositionalEncoding", "SinusoidalPositionalEncoding"),
+    "probes": ("gated_heads", "norm_weighted_forward"),
 }
 __getattr__, _LAZY = lazy_face(__name__, _NAMES_BY_MODULE)
 __all__ = ["ATTENTION_IMPLS", "EncoderConfig", *_LAZY]

@@ -7,19 +7,25 @@ Masks are boolean and True means "take part in attention" (masks.py).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import check_encoder
-from .fast_attention import chunked_attention, sdpa_attention
+from .chunked import chunked_attention
+from .config import DEFAULT_ATTENTION_IMPL, check_encoder
 from .masks import causal_mask, dead_rows_if_any, expand_mask, padding_mask
 
-__all__ = ["MultiHeadAttention", "causal_mask", "expand_mask", "padding_mask", "scaled_dot_product_attention"]
-
-# the faster paths for calls that do not need the weights: the same call, tested equal to the math
-FAST_PATHS = {"chunked": chunked_attention, "sdpa": sdpa_attention}
+__all__ = [
+    "KERNELS",
+    "MultiHeadAttention",
+    "causal_mask",
+    "expand_mask",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "sdpa_attention",
+]
 
 
 def scaled_dot_product_attention(
@@ -47,12 +53,51 @@ def scaled_dot_product_attention(
     return dropped @ v, weights  # (B, H, Tq, Dk)
 
 
+def sdpa_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, dropout_p: float = 0.0
+) -> torch.Tensor:
+    """torch's fused kernel with this project's convention: q (B, H, Tq, Dk), k and v (B, H, Tk, Dk)
+    -> out (B, H, Tq, Dk), zeros (and zero gradients) on a row with no key."""
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p={dropout_p} must be in [0, 1)")
+    mask = expand_mask(mask, q.shape[0], q.shape[-2], k.shape[-2])  # (B|1, H|1, Tq|1, Tk)
+    dead = None if mask is None else dead_rows_if_any(mask)  # (B|1, H|1, Tq|1, 1), or None: no such row
+    if dead is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    # the kernel gives NaN or an average of V on a row with no visible key: open such rows for it, then zero
+    # their output (and so their gradients)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | dead, dropout_p=dropout_p)
+    return out.masked_fill(dead, 0.0)  # (B, H, Tq, Dk)
+
+
+# ---- the kernels: how a call that does not need the weights is computed -----------------------------------------
+# Each takes q, k, v (B, H, T, Dk), an expanded mask and the layer's dropout module, and returns out (B, H, Tq, Dk);
+# all three give the same result (tests/test_attention_impls.py). A layer picks one when it is built.
+Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, nn.Module], torch.Tensor]
+
+
+def _math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Module):
+    return scaled_dot_product_attention(q, k, v, mask, dropout)[0]
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Module):
+    return sdpa_attention(q, k, v, mask, dropout_p=dropout.p if dropout.training else 0.0)
+
+
+def _chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Module):
+    return chunked_attention(q, k, v, mask, dropout_p=dropout.p if dropout.training else 0.0)
+
+
+KERNELS: dict[str, Kernel] = {"math": _math, "sdpa": _sdpa, "chunked": _chunked}
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o` as in the tutorials.
 
-    `attention_impl` picks how calls that do not need the weights are computed: "math" (from
-    scratch), "chunked" (from scratch, blockwise) or "sdpa" (torch's fused kernel). Calls that need
-    the weights always take the math path. Every path uses the same parameters.
+    `attention_impl` is the kernel of the calls that do not need the weights, chosen here once: "math" (the
+    formula above), "sdpa" (torch's fused kernel) or "chunked" (blockwise, memory linear in T: chunked.py).
+    The weights exist only in the math, so a call with `need_weights` computes it that way. Heads switched
+    off and what each head moves (the analyses' needs) are reached through hooks: probes.py.
     """
 
     def __init__(
@@ -61,30 +106,22 @@ class MultiHeadAttention(nn.Module):
         num_heads: int,
         dropout: float = 0.1,
         bias: bool = True,
-        attention_impl: str = "math",
+        attention_impl: str = DEFAULT_ATTENTION_IMPL,
     ) -> None:
         super().__init__()
         # the settings' own rules: d_model divisible by num_heads, a known attention_impl
         check_encoder({"d_model": d_model, "num_heads": num_heads, "attention_impl": attention_impl})
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
         self.attention_impl = attention_impl
+        self.kernel = KERNELS[attention_impl]
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
         self.w_k = nn.Linear(d_model, d_model, bias=bias)
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)  # on the attention weights; the fast paths read its p
+        self.dropout = nn.Dropout(dropout)  # on the attention weights
 
-    def _project(self, query: torch.Tensor, key: torch.Tensor | None, value: torch.Tensor | None):
-        """The Q, K, V projections; one GEMM for those that read the same input (key / value None)."""
-        if key is None and value is not None:
-            raise ValueError("value given without key: pass key too (key=None means self-attention)")
-        if key is None:  # self-attention: Q, K and V of one input
-            return _fused_linear(query, (self.w_q, self.w_k, self.w_v))  # 3 x (B, T, D)
-        if value is None:  # cross-attention, or a layer's first query rows: K and V of one input
-            return (self.w_q(query), *_fused_linear(key, (self.w_k, self.w_v)))  # (B, Tq, D), 2 x (B, Tk, D)
-        return self.w_q(query), self.w_k(key), self.w_v(value)
-
-    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, H, T, Dk): each head's slice of the features."""
         B, T, _ = x.shape
         return x.view(B, T, self.num_heads, self.d_k).transpose(1, 2)  # (B, H, T, Dk)
 
@@ -95,61 +132,27 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         need_weights: bool = True,
-        head_mask: torch.Tensor | None = None,
-        need_norms: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """query (B, Tq, D), key and value (B, Tk, D): key None means self-attention (key = value =
-        query), value None means value = key. mask: broadcastable to (B, H, Tq, Tk).
-        head_mask: (H,) or (B, H), True / 1 = the head takes part; each head's output is multiplied by
-        its entry before the heads are merged (0 masks it out; a float gate can carry a gradient).
+        """query (B, Tq, D), key and value (B, Tk, D): key None means self-attention (key = value = query),
+        value None means value = key. mask: broadcastable to (B, H, Tq, Tk).
 
-        Returns out (B, Tq, D) and, when `need_weights`, the weights (B, H, Tq, Tk) before dropout (as
-        computed, also for a masked head). `need_norms`: in the weights' place, the norm-weighted map
-        (`weighted_norms`), what each key moves into each query through each head.
+        Returns out (B, Tq, D) and, when `need_weights`, the weights (B, H, Tq, Tk) before dropout.
         """
-        q, k, v = (self._split_heads(t) for t in self._project(query, key, value))  # (B, H, T, Dk)
+        if key is None and value is not None:
+            raise ValueError("value given without key: pass key too (key=None means self-attention)")
+        key = query if key is None else key
+        value = key if value is None else value
+        q = self.split_heads(self.w_q(query))  # (B, H, Tq, Dk)
+        k = self.split_heads(self.w_k(key))  # (B, H, Tk, Dk)
+        v = self.split_heads(self.w_v(value))  # (B, H, Tk, Dk)
         B, _, Tq, _ = q.shape
         mask = expand_mask(mask, B, Tq, k.shape[-2])  # (B|1, H|1, Tq|1, Tk)
-        weights = None
-        if need_weights or need_norms or self.attention_impl == "math":
-            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout=self.dropout)
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         else:
-            p = self.dropout.p if self.training else 0.0
-            out = FAST_PATHS[self.attention_impl](q, k, v, mask, dropout_p=p)
-        if head_mask is not None:
-            out = out * head_gates(head_mask, B, self.num_heads).to(out.dtype)  # (B, H, Tq, Dk)
+            out, weights = self.kernel(q, k, v, mask, self.dropout), None
         out = out.transpose(1, 2).reshape(B, Tq, self.d_model)  # (B, Tq, D): the heads side by side
-        if need_norms:
-            return self.w_o(out), weighted_norms(weights, v, self.w_o.weight)
-        return self.w_o(out), (weights if need_weights else None)
+        return self.w_o(out), weights
 
-
-def weighted_norms(weights: torch.Tensor, v: torch.Tensor, w_o: torch.Tensor) -> torch.Tensor:
-    """||alpha_ij f_h(x_j)|| (Kobayashi et al. 2020, "Attention is Not Only a Weight"): the length of what key j
-    moves into query i through head h, f_h(x) = (x W_V + b_V) W_O restricted to head h's slice of W_O (the
-    output bias is added once, not per key). weights (B, H, Tq, Tk), v (B, H, Tk, Dk), w_o an nn.Linear
-    weight (D, H * Dk); returns (B, H, Tq, Tk)."""
-    H, Dk = v.shape[1], v.shape[-1]
-    per_head = w_o.view(w_o.shape[0], H, Dk).permute(1, 2, 0)  # (H, Dk, D): head h's columns of W_O
-    moved = torch.einsum("bhtk,hkd->bhtd", v, per_head)  # (B, H, Tk, D): f_h(x_j)
-    return weights * moved.norm(dim=-1).unsqueeze(-2)  # (B, H, Tq, Tk): alpha_ij >= 0, so ||alpha f|| = alpha ||f||
-
-
-def head_gates(head_mask: torch.Tensor, B: int, H: int) -> torch.Tensor:
-    """A (H,) or (B, H) head mask as (B|1, H, 1, 1), to multiply the heads' outputs (B, H, Tq, Dk) with."""
-    shape = tuple(head_mask.shape)
-    if shape == (H,):
-        return head_mask[None, :, None, None]  # (1, H, 1, 1)
-    if len(shape) == 2 and shape[1] == H and shape[0] in (1, B):
-        return head_mask[:, :, None, None]  # (B|1, H, 1, 1)
-    raise ValueError(
-        f"head_mask of shape {shape} does not fit {H} heads and a batch of {B}: expected (H,)={(H,)} or (B, H)={(B, H)}"
-    )
-
-
-def _fused_linear(x: torch.Tensor, linears: tuple[nn.Linear, ...]) -> tuple[torch.Tensor, ...]:
-    """Several projections of one input as a single GEMM over their stacked weights, split back.
-    Stacking k D x D weights costs far less than the k - 1 extra passes over (B, T, D) it saves."""
-    w = torch.cat([lin.weight for lin in linears])  # (k D, D)
-    b = None if linears[0].bias is None else torch.cat([lin.bias for lin in linears])  # (k D,)
-    return F.linear(x, w, b).chunk(len(linears), dim=-1)  # k x (B, T, D)
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}, attention_impl={self.attention_impl!r}"

@@ -66,30 +66,19 @@ class TransformerClassifier(nn.Module):
         final_norm = nn.LayerNorm(c.d_model) if c.norm_first else None
         self.encoder = TransformerEncoder(layer, num_layers=c.num_layers, norm=final_norm)
         self.head = nn.Linear(c.d_model, num_classes)
-        if c.fast_dropout:
-            use_fast_dropout(self)  # the same dropout from half the random numbers (dropout.py)
+        if c.fast_dropout:  # opt-in: every nn.Dropout above becomes a FastDropout of the same p (dropout.py)
+            use_fast_dropout(self)
 
     def forward(
-        self,
-        tokens: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        need_weights: bool = False,
-        head_mask: torch.Tensor | None = None,
-        need_norms: bool = False,
+        self, tokens: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
     ) -> ClassifierOutput:
-        """tokens (B, T) long; mask (B, T) bool, True = real token (built from pad_id if None);
-        head_mask (L, H) or (B, L, H): 1 = the head takes part, 0 = its output is masked out;
-        need_norms: `attentions` holds the norm-weighted maps ||alpha_ij f(x_j)|| (MultiHeadAttention)."""
+        """tokens (B, T) long; mask (B, T) bool, True = real token (built from pad_id if None).
+        Returns the logits (B, C) and, when `need_weights`, every layer's attention weights (B, H, T, T)."""
         if mask is None:
             mask = padding_mask(tokens, self.pad_id)  # (B, T)
         cls = self.config.pooling == "cls"
-        # [CLS] pooling reads one row of the last layer: compute that row alone there (the maps
-        # for need_weights want every row)
-        maps = need_weights or need_norms
-        last_rows = 1 if cls and not maps else None
-        x, attentions = self.encode(
-            tokens, mask, need_weights=need_weights, last_rows=last_rows, head_mask=head_mask, need_norms=need_norms
-        )  # (B, T|1, D)
+        # [CLS] pooling reads one row of the last layer: compute that row alone there (the maps want every row)
+        x, attentions = self.encode(tokens, mask, need_weights, last_queries=1 if cls and not need_weights else None)
         if cls:
             pooled = x[:, 0]  # (B, D): the [CLS] token
         else:
@@ -102,17 +91,13 @@ class TransformerClassifier(nn.Module):
         tokens: torch.Tensor,
         mask: torch.Tensor,
         need_weights: bool = False,
-        last_rows: int | None = None,
-        head_mask: torch.Tensor | None = None,
-        need_norms: bool = False,
+        last_queries: int | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
-        """Every token's vector from the last layer, (B, T, D) (the first `last_rows` rows only, if given):
-        what the head pools, and what masked-language-model pretraining (pretraining.py) predicts words from."""
+        """Every token's vector from the last layer, (B, T, D) (the first `last_queries` rows only, if given):
+        what the head pools, and what masked-language-model pretraining predicts words from."""
         x = self.embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T, D)
         x = self.pos_encoder(x)
-        return self.encoder(
-            x, mask=mask, need_weights=need_weights, last_rows=last_rows, head_mask=head_mask, need_norms=need_norms
-        )
+        return self.encoder(x, mask=mask, need_weights=need_weights, last_queries=last_queries)
 
 
 def _with_settings(config: EncoderConfig, settings: dict[str, Any]) -> EncoderConfig:

@@ -1,7 +1,8 @@
 """Transformer encoder layer and stack, post-norm (original Transformer) or pre-norm.
 
-Shapes: B batch, T tokens, D d_model, H heads. Masks: True = attend.
-Submodule names follow torch.nn.TransformerEncoderLayer so weights copy across one to one.
+Shapes: B batch, T tokens, D d_model, H heads, L layers. Masks: True = attend.
+Submodule names follow torch.nn.TransformerEncoderLayer (`self_attn`, `linear1`, `linear2`, `norm1`, `norm2`); its
+fused `self_attn.in_proj_weight` is our `w_q`, `w_k` and `w_v` stacked, its `out_proj` our `w_o`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .config import check_encoder
+from .config import DEFAULT_ATTENTION_IMPL, check_encoder
 from .masks import expand_mask
 
 
@@ -29,7 +30,7 @@ class TransformerEncoderLayer(nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         attention_dropout: float | None = None,
-        attention_impl: str = "math",
+        attention_impl: str = DEFAULT_ATTENTION_IMPL,
         layer_norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
@@ -51,26 +52,16 @@ class TransformerEncoderLayer(nn.Module):
         self.norm_first = norm_first
 
     def _sa_block(
-        self,
-        x: torch.Tensor,
-        mask: torch.Tensor | None,
-        need_weights: bool,
-        rows: int | None,
-        head_mask: torch.Tensor | None = None,
-        need_norms: bool = False,
-    ):
-        """Self-attention of the first `rows` positions (all when None) to every position."""
-        if rows is None:
-            out, weights = self.self_attn(
-                x, mask=mask, need_weights=need_weights, head_mask=head_mask, need_norms=need_norms
-            )
+        self, x: torch.Tensor, mask: torch.Tensor | None, need_weights: bool, queries: int | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Self-attention of the first `queries` positions (all when None) to every position."""
+        if queries is None:
+            out, weights = self.self_attn(x, mask=mask, need_weights=need_weights)
         else:
             B, T, _ = x.shape
             mask = expand_mask(mask, B, T, T)  # (B|1, 1|H, T|1, T)
-            mask = None if mask is None else mask[..., :rows, :]  # (B|1, 1|H, rows|1, T)
-            out, weights = self.self_attn(
-                x[:, :rows], x, mask=mask, need_weights=need_weights, head_mask=head_mask, need_norms=need_norms
-            )
+            mask = None if mask is None else mask[..., :queries, :]  # (B|1, 1|H, queries|1, T)
+            out, weights = self.self_attn(x[:, :queries], x, mask=mask, need_weights=need_weights)
         return self.dropout1(out), weights
 
     def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
@@ -81,25 +72,21 @@ class TransformerEncoderLayer(nn.Module):
         src: torch.Tensor,
         mask: torch.Tensor | None = None,
         need_weights: bool = False,
-        rows: int | None = None,
-        head_mask: torch.Tensor | None = None,
-        need_norms: bool = False,
+        queries: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """src (B, T, D) -> (B, T, D), and weights (B, H, T, T) when asked (`need_norms`: the norm-weighted map).
+        """src (B, T, D) -> (B, T, D), and the attention weights (B, H, T, T) when asked.
 
-        `rows`: compute only the first `rows` positions' outputs, (B, rows, D), still attending
+        `queries`: compute only the first `queries` positions' outputs, (B, queries, D), still attending
         to every key; a classifier's last layer needs the [CLS] row alone.
-        `head_mask`: (H,) or (B, H), 1 = the head takes part, 0 = its output is masked out (MultiHeadAttention).
         """
-        x = src  # x[:, :rows] below is x itself when rows is None
-        maps = {"need_weights": need_weights, "need_norms": need_norms, "rows": rows, "head_mask": head_mask}
+        x = src  # x[:, :queries] below is x itself when queries is None
         if self.norm_first:
-            sa, weights = self._sa_block(self.norm1(x), mask, **maps)
-            x = x[:, :rows] + sa  # (B, rows|T, D)
+            sa, weights = self._sa_block(self.norm1(x), mask, need_weights, queries)
+            x = x[:, :queries] + sa  # (B, queries|T, D)
             x = x + self._ff_block(self.norm2(x))
         else:
-            sa, weights = self._sa_block(x, mask, **maps)
-            x = self.norm1(x[:, :rows] + sa)  # (B, rows|T, D)
+            sa, weights = self._sa_block(x, mask, need_weights, queries)
+            x = self.norm1(x[:, :queries] + sa)  # (B, queries|T, D)
             x = self.norm2(x + self._ff_block(x))
         return x, weights
 
@@ -107,7 +94,7 @@ class TransformerEncoderLayer(nn.Module):
 class TransformerEncoder(nn.Module):
     """A stack of `num_layers` copies of `encoder_layer`, with an optional final norm (pre-norm stacks)."""
 
-    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: nn.Module | None = None):
+    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: nn.Module | None = None) -> None:
         super().__init__()
         self.layers = nn.ModuleList(copy.deepcopy(encoder_layer) for _ in range(num_layers))
         self.norm = norm
@@ -117,32 +104,20 @@ class TransformerEncoder(nn.Module):
         src: torch.Tensor,
         mask: torch.Tensor | None = None,
         need_weights: bool = False,
-        last_rows: int | None = None,
-        head_mask: torch.Tensor | None = None,
-        need_norms: bool = False,
+        last_queries: int | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
-        """src (B, T, D) -> (B, T, D), and one (B, H, T, T) weight tensor per layer when asked (`need_norms`:
-        the norm-weighted maps, MultiHeadAttention).
+        """src (B, T, D) -> (B, T, D), and one (B, H, T, T) weight tensor per layer when asked.
 
-        `last_rows`: the last layer computes only the first `last_rows` positions, (B, last_rows, D).
-        `head_mask`: (L, H) or (B, L, H) for L layers, 1 = the head takes part, 0 = masked out.
+        `last_queries`: the last layer computes only the first `last_queries` positions, (B, last_queries, D).
         """
         B, T, _ = src.shape
         mask = expand_mask(mask, B, T, T)  # once per batch, not once per layer: (B|1, 1|H, T|1, T)
-        L = len(self.layers)
-        if head_mask is not None and (head_mask.dim() not in (2, 3) or head_mask.shape[-2] != L):
-            raise ValueError(
-                f"head_mask of shape {tuple(head_mask.shape)} does not fit {L} layers: expected (L, H) or (B, L, H) "
-                f"with L={L}"
-            )
         x, attentions = src, []
         for i, layer in enumerate(self.layers):
-            rows = last_rows if i == L - 1 else None
-            gates = None if head_mask is None else head_mask[..., i, :]  # (H,) or (B, H)
-            x, weights = layer(
-                x, mask=mask, need_weights=need_weights, rows=rows, head_mask=gates, need_norms=need_norms
-            )
-            attentions.append(weights)
+            queries = last_queries if i == len(self.layers) - 1 else None
+            x, weights = layer(x, mask=mask, need_weights=need_weights, queries=queries)
+            if weights is not None:
+                attentions.append(weights)
         if self.norm is not None:
             x = self.norm(x)
-        return x, (attentions if need_weights or need_norms else None)
+        return x, (attentions if need_weights else None)

@@ -1,7 +1,7 @@
 """Attention masks: boolean, True means "take part in attention" everywhere in this project.
 
 Shapes: B batch, H heads, T tokens, Tq query tokens, Tk key tokens.
-Their own module so that both attention.py and fast_attention.py read them without an import cycle.
+Their own module so that both attention.py and chunked.py read them without an import cycle.
 """
 
 from __future__ import annotations

@@ -181,11 +181,9 @@ class MaskedLMModule(EncoderModule):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         need_weights: bool = False,
-        need_norms: bool = False,
     ) -> ClassifierOutput:
-        """The encoder's output as the classifier gives it (for the attention maps, weights or norm-weighted);
-        the MLM uses `word_logits`."""
-        return self.net(input_ids, attention_mask, need_weights=need_weights, need_norms=need_norms)
+        """The encoder's output as the classifier gives it (for the attention maps); the MLM uses `word_logits`."""
+        return self.net(input_ids, attention_mask, need_weights=need_weights)
 
     def word_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden (N, D) -> scores over the vocabulary (N, V), through the tied embedding."""

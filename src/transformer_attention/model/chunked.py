@@ -1,19 +1,17 @@
-"""The faster attention paths, behind one call: `chunked_attention` and `sdpa_attention`.
+"""Attention tile by tile, with an online softmax and a hand-written backward (FlashAttention on plain
+tensor ops): `chunked_attention`, the kernel of `attention_impl="chunked"`.
 
-Both compute what attention.py's `scaled_dot_product_attention` does (tested equal, outputs and
-gradients) but return only the output, never the Tq x Tk weights:
-- chunked: tile by tile with an online softmax and a hand-written backward (FlashAttention on plain
-  tensor ops), so memory stays linear in T;
-- sdpa: torch's fused `F.scaled_dot_product_attention`.
+It computes what attention.py's `scaled_dot_product_attention` does (tested equal, outputs and gradients) but
+returns only the output: no Tq x Tk tensor exists in forward or backward, so memory stays linear in T. It pays
+where torch's fused kernel cannot run fused: dropout on the attention weights (docs/performance.md).
 
 Shapes: B batch, H heads, Tq query tokens, Tk key tokens, Dk head dim; bb / bq / bk the batch,
-query and key block lengths of the chunked path. Masks: True = attend.
+query and key block lengths. Masks: True = attend.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from .dropout import dropout_threshold, keep_mask
 from .masks import dead_rows_if_any, expand_mask
@@ -45,24 +43,6 @@ def chunked_attention(
     blocks = _block_sizes(B=B, H=H, Tq=Tq, Tk=Tk, block_q=block_q, block_k=block_k)
     out = _ChunkedAttention.apply(q, k, v, bias, float(dropout_p), blocks)
     return out if dead is None else out.masked_fill(dead, 0.0)  # (B, H, Tq, Dk)
-
-
-def sdpa_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, dropout_p: float = 0.0
-) -> torch.Tensor:
-    """torch's fused kernel with this project's convention: q (B, H, Tq, Dk), k and v (B, H, Tk, Dk)
-    -> out (B, H, Tq, Dk), zeros (and zero gradients) on a row with no key."""
-    _check_p(dropout_p)
-    mask = expand_mask(mask, q.shape[0], q.shape[-2], k.shape[-2])  # (B|1, H|1, Tq|1, Tk)
-    if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
-    # the kernel gives NaN or an average of V on a row with no visible key: open such rows for
-    # it, then zero their output (and so their gradients)
-    dead = dead_rows_if_any(mask)  # (B|1, H|1, Tq|1, 1), or None: no such row
-    if dead is None:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | dead, dropout_p=dropout_p)
-    return out.masked_fill(dead, 0.0)  # (B, H, Tq, Dk)
 
 
 def _check_p(p: float) -> None:
