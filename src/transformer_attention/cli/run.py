@@ -1,6 +1,6 @@
 """`run(task, cfg)`: what every entry point does around its task, and the one place its errors become a line.
 
-Choose torch's threads from the load (threads.choose_threads: a busy core made runs crawl), hold the run folder
+Fix torch's threads (threads.choose_threads: the usable cores, never the load), hold the run folder
 (claimed before Hydra wrote into it: cli/owner.py), check the config (before torch is imported: a bad value fails
 in about a second), start the run's log file, quiet the console, make DDP in a sweep spawn its ranks, print the
 config tree, then run the task from `TASKS`. Bad input (the project's UserErrors, a config Hydra cannot
@@ -76,7 +76,7 @@ FAILED_FILE = "failed.json"  # a sweep's job that failed: its error kind and mes
 
 def run(task: str, cfg: DictConfig) -> Any:
     """Check `cfg`, then run `TASKS[task]`'s `main(cfg)`, as this module's docstring says."""
-    choose_threads()  # before torch is imported: OpenMP reads its wait policy when it starts
+    choose_threads()  # before torch is imported: OpenMP reads its wait policy (chosen from the load) when it starts
     first = "torch" not in sys.modules  # this process's first run: it imports torch, Lightning and the task
     if first:
         gc.disable()  # their million objects hold few cycles: collecting as they come cost ~0.8 s of CPU
@@ -91,7 +91,7 @@ def run(task: str, cfg: DictConfig) -> Any:
         if run_dir is None or not resumed_in_place(cfg.get("ckpt_path"), run_dir):
             start_run_log()  # its own new folder
         quiet_console()  # each log line once, no tips (after the config check: it imports Lightning)
-        use_threads()
+        use_threads()  # and logs the count: `threads: 2 (the usable cores; ...), OpenMP wait: ...`
         if in_sweep() and spawn_ddp(cfg.get("trainer")):
             log.info("DDP in a multirun: ranks are spawned (trainer.strategy=%s)", cfg.trainer.strategy)
         if task in SHOWS_TREE and run_dir is not None and is_rank_zero():

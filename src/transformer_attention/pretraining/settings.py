@@ -31,12 +31,12 @@ class SkipgramConfig:
     sample: float = 1e-4  # down-sampling of frequent words
     epochs: int = 10
     min_count: int = 1  # ids seen fewer times keep their random init
-    workers: int | None = 1  # threads; 1: the same vectors on any machine and load; None: the free cores
+    workers: int | None = 1  # threads; 1: the same vectors on any machine and load; None: the usable cores
 
     def __post_init__(self) -> None:
         whole = {"dim": 2, "window": 1, "negative": 1, "epochs": 1, "min_count": 1, "workers": 1}
         examples = {"dim": 128, "window": 5, "negative": 5, "epochs": 10, "min_count": 5, "workers": 1}
-        optional = ("dim", "workers")  # None: the embedding's size, the free cores
+        optional = ("dim", "workers")  # None: the embedding's size, the usable cores
         rules: dict[str, Rule] = {
             key: (lambda v, k=key, low=low: (v is None and k in optional) or is_whole(v, low),
                   f"a whole number >= {low}", examples[key])

@@ -20,7 +20,7 @@ from ..callbacks.interrupt import stop_on_signals
 from ..data import cache
 from ..data.tokenizer import FIRST_WORD_ID, cut_at
 from ..data.unlabelled import WHOLE_TEXT, PretrainingData
-from ..threads import free_cores
+from ..threads import usable_cores
 from .settings import PretrainConfig, PretrainRun
 from .vectors import FILE, WordVectors
 
@@ -96,7 +96,7 @@ def train_vectors(
     """Skip-gram vectors (gensim Word2Vec, sg=1) of the ids in `rows` (special ids left out):
     ((vocab_size, dim) float32, (vocab_size,) bool known). With one worker they are a function of the rows, the
     settings and `seed` alone, bit for bit, in any process and under any load (gensim 4 seeds its starting
-    vectors from `seed`, not from Python's per-process string hash); more workers (None: the free cores) train
+    vectors from `seed`, not from Python's per-process string hash); more workers (None: the usable cores) train
     faster but differently every time: their threads race."""
     from gensim.models import Word2Vec  # imported here: only a skip-gram run needs gensim
 
@@ -105,7 +105,7 @@ def train_vectors(
     sentences = [[words[i] for i in row.tolist() if i >= FIRST_WORD_ID] for row in rows]
     sentences = [s for s in sentences if s]
     tokens = sum(len(s) for s in sentences)
-    workers = workers or free_cores()
+    workers = workers or usable_cores()
     log.info("skip-gram: %d texts, %.2f M tokens, dim %d, %d epochs, %d worker(s)", len(sentences), tokens / 1e6,
              dim, epochs, workers)  # fmt: skip
     progress = _Progress(epochs)
