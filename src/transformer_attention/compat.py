@@ -10,7 +10,6 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any
 
 # ---- Lightning's console --------------------------------------------------------------------------
 # Lightning gives its `lightning` logger a console handler of its own (`INFO: ...`) and, imported before Hydra
@@ -52,25 +51,6 @@ def quiet_console() -> None:
             logger.addFilter(DropTips())
     for message in LIGHTNING_DEPRECATIONS:
         warnings.filterwarnings("ignore", message=message)
-
-
-# ---- fused optimizers and gradient clipping under mixed precision ---------------------------------------------
-# Lightning's mixed-precision plugin refuses to clip the gradients of an optimizer that unscales them itself (a fused
-# one: "does not allow for gradient clipping because it performs unscaling of gradients internally"), with bf16 too.
-def unfused_where_clipped(factory: Any, trainer: Any) -> Any:
-    """The optimizer's partial `factory` with `fused` off where `trainer` runs in mixed precision and clips gradients
-    (the one case Lightning refuses); else `factory` itself."""
-    import functools
-
-    keywords = getattr(factory, "keywords", None) or {}
-    if not (keywords.get("fused") and trainer.gradient_clip_val and "mixed" in str(trainer.precision)):
-        return factory
-    logging.getLogger(__name__).info(
-        "model.optimizer.fused: off, as Lightning clips no fused optimizer's gradients in %s precision "
-        "(trainer.gradient_clip_val=0 keeps it fused)",
-        trainer.precision,
-    )
-    return functools.partial(factory.func, *factory.args, **{**keywords, "fused": None})
 
 
 # ---- progress bars and warnings of the project's own set-up --------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import math
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -17,12 +18,14 @@ from typing import Any
 import lightning as L
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.plugins.precision import MixedPrecision
 from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
-from .compat import unfused_where_clipped
 from .model import ClassifierOutput, TransformerClassifier
 from .model.regularizers import adversarial_loss, word_dropout
+
+log = logging.getLogger(__name__)
 
 
 def _warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
@@ -79,6 +82,25 @@ class EncoderModule(L.LightningModule):
         total = int(self.trainer.estimated_stepping_batches)
         scheduler = build_schedule(optimizer, self.scheduler_factory, total_steps=total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+# Lightning's mixed-precision plugin refuses to clip the gradients of an optimizer that unscales them itself (a fused
+# one): by design under fp16, whose GradScaler such an optimizer unscales in its own step (Lightning-AI/pytorch-
+# lightning#15555), and under bf16 too, where no scaler is used (#21435, open). tests/test_bf16.py checks that this
+# is exactly the case Lightning refuses.
+def unfused_where_clipped(factory: Any, trainer: L.Trainer) -> Any:
+    """The optimizer's partial `factory` with `fused` off where `trainer` clips gradients in mixed precision (the one
+    case Lightning refuses); else `factory` itself."""
+    keywords = getattr(factory, "keywords", None) or {}
+    mixed = isinstance(trainer.precision_plugin, MixedPrecision)
+    if not (keywords.get("fused") and trainer.gradient_clip_val and mixed):
+        return factory
+    log.info(
+        "model.optimizer.fused: off, as Lightning clips no fused optimizer's gradients in %s precision "
+        "(trainer.gradient_clip_val=0 keeps it fused)",
+        trainer.precision,
+    )
+    return functools.partial(factory.func, *factory.args, **{**keywords, "fused": None})
 
 
 def build_optimizer(module: torch.nn.Module, factory: Any = None) -> torch.optim.Optimizer:
