@@ -274,7 +274,7 @@ def test_a_run_resumed_in_place_hears_nothing_of_its_own_checkpoints(tmp_path):
     it still speaks (a dirpath a user set)."""
     import warnings
 
-    from transformer_attention.compat import expect_checkpoints
+    from transformer_attention.training.checkpoint import expect_checkpoints
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import csv
 import logging
-import os
-import re
 import warnings
 from pathlib import Path
 
@@ -51,28 +49,6 @@ def quiet_console() -> None:
             logger.addFilter(DropTips())
     for message in LIGHTNING_DEPRECATIONS:
         warnings.filterwarnings("ignore", message=message)
-
-
-# ---- progress bars and warnings of the project's own set-up --------------------------------------------
-# `datasets` draws a progress bar for each split it generates from a file ("Generating train split"), which, where
-# stderr is not a terminal (a log file, CI, a sweep's job), lands in the log as lines of bar characters. Lightning's
-# ModelCheckpoint warns that its folder "exists and is not empty", with a site-packages path, when a run resumes in
-# its own folder (ckpt_path=<run>/checkpoints/...), which is what that folder is for.
-def quiet_datasets() -> None:
-    """No `datasets` progress bars where stderr is not a terminal (a terminal keeps them: a big file takes a while)."""
-    import sys
-
-    import datasets
-
-    if not sys.stderr.isatty():
-        datasets.disable_progress_bars()
-
-
-def expect_checkpoints(run_dir: str | Path) -> None:
-    """Silence Lightning's warning that a checkpoint folder under `run_dir` is not empty (a run resumed in place)."""
-    # the folder as given, and as ModelCheckpoint writes its dirpath (a realpath: through symlinks)
-    folders = "|".join(re.escape(str(p).rstrip("/")) for p in {str(run_dir), os.path.realpath(run_dir)})
-    warnings.filterwarnings("ignore", message=rf"Checkpoint directory ({folders})[/\\].* exists and is not empty")
 
 
 # ---- Lightning's CSV writer -----------------------------------------------------------------------

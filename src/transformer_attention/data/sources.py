@@ -11,16 +11,20 @@ import glob
 import logging
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
-from ..compat import quiet_datasets
 from ..errors import DataError  # the project's one DataError, still importable from here
 from .files import check_file
 from .labels import check_integers_or_words
 from .rationales import checked_rationales
 
 log = logging.getLogger(__name__)
+
+# One split's columns: {"text": [...], "label": [...]} (and "rationale" with a rationale column); labels are the
+# data's own values (ints, strings) until labels.py maps them to class ids.
+Columns = dict[str, list[Any]]
 
 # file names and hub split names that mean one of our three splits
 SPLIT_ALIASES = {
@@ -44,13 +48,14 @@ def load_columns(
     split_names: dict[str, str | None] | None = None,
     encoding: str = "utf-8",
     rationale_column: str | None = None,
-) -> tuple[dict[str, dict[str, list]], list[str] | None]:
+) -> tuple[dict[str, Columns], list[str] | None]:
     """Raw splits as `{split: {"text": [...], "label": [...]}}`, plus the label feature's class names if any.
     `encoding` is that of local .csv/.tsv/.json/.jsonl files. With `rationale_column`, each split also holds
     "rationale": one flag per whitespace word of each text (data/rationales.py), checked here."""
     source, dsets = load_source(name, path, data_files, encoding, label_column)
     dsets = our_splits(source, dsets, split_names)
-    raw, class_names = {}, None
+    raw: dict[str, Columns] = {}
+    class_names: list[str] | None = None
     for split, d in dsets.items():
         if len(d) == 0:
             raise DataError(f"split {split!r} of {source} has no rows: add rows, or leave that split out")
@@ -73,8 +78,8 @@ def load_columns(
 
 
 def load_source(
-    name: str, path: str | None, data_files: Any, encoding: str = "utf-8", label_column: str = "label"
-) -> tuple[str, dict]:
+    name: str, path: str | None, data_files: Any, encoding: str = "utf-8", label_column: str | None = "label"
+) -> tuple[str, dict[str, Any]]:
     """(a description of the source for messages, the `datasets` splits as loaded)."""
     if data_files:
         base = Path(path) if path else None
@@ -100,7 +105,16 @@ def load_source(
     return _load_hub(name)
 
 
-def _load_hub(name: str) -> tuple[str, dict]:
+def quiet_datasets() -> None:
+    """No `datasets` progress bars ("Generating train split") where stderr is not a terminal: in a log file, CI or a
+    sweep's job they are lines of bar characters. A terminal keeps them: a big file takes a while."""
+    import datasets
+
+    if not sys.stderr.isatty():
+        datasets.disable_progress_bars()
+
+
+def _load_hub(name: str) -> tuple[str, dict[str, Any]]:
     import datasets
 
     quiet_datasets()
@@ -115,7 +129,7 @@ def _load_hub(name: str) -> tuple[str, dict]:
         ) from err
 
 
-def _load_disk(folder: Path) -> tuple[str, dict]:
+def _load_disk(folder: Path) -> tuple[str, dict[str, Any]]:
     import datasets
 
     source = f"data.path={str(folder)!r}"
@@ -126,7 +140,9 @@ def _load_disk(folder: Path) -> tuple[str, dict]:
     return source, loaded if isinstance(loaded, datasets.DatasetDict) else {"train": loaded}
 
 
-def _load_files(files: dict[str, list[str]], encoding: str = "utf-8", label_column: str = "label") -> tuple[str, dict]:
+def _load_files(
+    files: dict[str, list[str]], encoding: str = "utf-8", label_column: str | None = "label"
+) -> tuple[str, dict[str, Any]]:
     import datasets
 
     source = f"files {files}"
@@ -134,6 +150,7 @@ def _load_files(files: dict[str, list[str]], encoding: str = "utf-8", label_colu
     if None in formats or len(formats) != 1:
         raise DataError(f"{source}: give files of one format among {sorted(FORMATS)} (by extension)")
     fmt = formats.pop()
+    assert fmt is not None  # refused just above
     labels = [v for fs in files.values() for f in fs for v in check_file(f, fmt, encoding, label_column)]
     check_integers_or_words(labels)  # the CSV files together: the type `datasets` would infer from one of them
     kwargs = {"sep": "\t"} if all(f.lower().endswith(".tsv") for fs in files.values() for f in fs) else {}
@@ -149,8 +166,8 @@ def _load_files(files: dict[str, list[str]], encoding: str = "utf-8", label_colu
 
 
 def _root_cause(err: BaseException) -> BaseException:
-    while err.__cause__ is not None or (err.__context__ is not None and not err.__suppress_context__):
-        err = err.__cause__ or err.__context__
+    while (below := err.__cause__ or (None if err.__suppress_context__ else err.__context__)) is not None:
+        err = below
     return err
 
 
@@ -185,7 +202,9 @@ def _files_by_split(folder: Path) -> dict[str, list[str]]:
         if f.suffix.lower() not in FORMATS or any(part.startswith(".") for part in f.relative_to(folder).parts):
             continue
         found.append(str(f.relative_to(folder)))
-        word = re.match(r"[a-z]*", f.stem.lower()).group()
+        leading = re.match(r"[a-z]*", f.stem.lower())
+        assert leading is not None  # "[a-z]*" matches every string, if only with ""
+        word = leading.group()
         if word in SPLIT_ALIASES:
             files.setdefault(word, []).append(str(f))
     if not files:
@@ -196,7 +215,7 @@ def _files_by_split(folder: Path) -> dict[str, list[str]]:
     return files
 
 
-def our_splits(source: str, dsets: dict, split_names: dict[str, str | None] | None) -> dict:
+def our_splits(source: str, dsets: dict[str, Any], split_names: dict[str, str | None] | None) -> dict[str, Any]:
     """Rename the loaded splits to train / validation / test (by `split_names`, else by name)."""
     available = list(dsets.keys())
     if split_names:
@@ -212,13 +231,13 @@ def our_splits(source: str, dsets: dict, split_names: dict[str, str | None] | No
     else:
         out = {}
         for theirs, d in dsets.items():
-            ours = SPLIT_ALIASES.get(theirs)
-            if ours is None:
+            alias = SPLIT_ALIASES.get(theirs)
+            if alias is None:
                 log.info("%s: split %r is not train/validation/test, not used", source, theirs)
-            elif ours in out:
-                raise DataError(f"{source} has two {ours} splits among {available}; pick one with data.split_names")
+            elif alias in out:
+                raise DataError(f"{source} has two {alias} splits among {available}; pick one with data.split_names")
             else:
-                out[ours] = d
+                out[alias] = d
     out = {split: out[split] for split in ("train", "validation", "test") if split in out}
     if "train" not in out:
         raise DataError(

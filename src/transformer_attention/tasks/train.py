@@ -16,7 +16,6 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, open_dict
 
-from ..compat import expect_checkpoints
 from ..data.unlabelled import HubUnavailable
 from ..errors import ConfigError
 from ..files import shown, start_run_log
@@ -31,6 +30,7 @@ from ..training.builders import (
     plain,
     test_best,
 )
+from ..training.checkpoint import expect_checkpoints
 from ..training.hparams import CLASSIFIER_METRICS, RunRecord, log_run
 from ..training.metrics import format_metrics, save_metrics
 from ..training.resume import Resume

@@ -10,7 +10,9 @@ fix, which the entry points print without a traceback.
 from __future__ import annotations
 
 import io
+import os
 import pickle
+import re
 import warnings
 import zipfile
 from pathlib import Path
@@ -140,3 +142,12 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         buffer = io.BytesIO()  # serialised first: torch's zip writer hides the file's OSError in a RuntimeError
         torch.save(checkpoint, buffer)
         atomic_write(path, buffer.getbuffer())
+
+
+def expect_checkpoints(run_dir: str | Path) -> None:
+    """Silence Lightning's warning that a checkpoint folder under `run_dir` "exists and is not empty", which names a
+    site-packages path, for a run resumed in its own folder (ckpt_path=<run>/checkpoints/...): that is what the
+    folder is for. About any other folder (a dirpath a user set) it still warns."""
+    # the folder as given, and as ModelCheckpoint writes its dirpath (a realpath: through symlinks)
+    folders = "|".join(re.escape(str(p).rstrip("/")) for p in {str(run_dir), os.path.realpath(run_dir)})
+    warnings.filterwarnings("ignore", message=rf"Checkpoint directory ({folders})[/\\].* exists and is not empty")
