@@ -1,5 +1,6 @@
 """Checkpoints: read safely with clear errors (one loader for every `.ckpt` a run takes: `ckpt_path`,
-`model.init_from` (pretraining/weights.py), evaluate's and predict's), written atomically.
+`model.init_from` (pretraining/weights.py), evaluate's and predict's), written atomically; `numbers_digest` tells
+whether two runs trained the same model, bit for bit.
 
 A `.ckpt` written by `train.py` or `pretrain.py` is a Lightning checkpoint of plain data (tensors, numbers,
 strings, lists, dicts), so it loads with `torch.load(weights_only=True)`: no pickled code runs. Anything else
@@ -9,6 +10,7 @@ fix, which the entry points print without a traceback.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import pickle
@@ -62,6 +64,34 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             f"'state_dict' and 'hyper_parameters', found {keys})"
         )
     return ckpt
+
+
+NUMBERS = ("state_dict", "optimizer_states", "lr_schedulers")  # what a training computed, unlike callbacks' paths
+
+
+def numbers_digest(path: str | Path) -> str:
+    """SHA-256 of a checkpoint's numbers (`NUMBERS`: the weights, the optimizers' and schedulers' state; each
+    tensor's name, dtype, shape and bytes): equal for two runs that trained the same model bit for bit, where the
+    files' bytes differ (callbacks keep the run's paths)."""
+    ckpt, digest = read_checkpoint(path), hashlib.sha256()
+
+    def add(name: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key in sorted(value, key=str):
+                add(f"{name}.{key}", value[key])
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                add(f"{name}.{i}", item)
+        elif isinstance(value, torch.Tensor):
+            tensor = value.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"{name} {tensor.dtype} {tuple(value.shape)}".encode())
+            digest.update(tensor.view(torch.uint8).numpy().tobytes())
+        else:
+            digest.update(f"{name} {value!r}".encode())
+
+    for key in NUMBERS:
+        add(key, ckpt.get(key))
+    return digest.hexdigest()
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
