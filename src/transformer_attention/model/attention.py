@@ -49,7 +49,7 @@ def scaled_dot_product_attention(
     weights = F.softmax(scores, dim=-1)  # (B, H, Tq, Tk)
     if mask is not None and (dead := dead_rows_if_any(mask)) is not None:
         weights = weights.masked_fill(dead, 0.0)  # a query with no key came out uniform: zero it
-    dropped = weights if dropout is None else dropout(weights)
+    dropped: torch.Tensor = weights if dropout is None else dropout(weights)
     return dropped @ v, weights  # (B, H, Tq, Dk)
 
 
@@ -61,8 +61,8 @@ def sdpa_attention(
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p={dropout_p} must be in [0, 1)")
     mask = expand_mask(mask, q.shape[0], q.shape[-2], k.shape[-2])  # (B|1, H|1, Tq|1, Tk)
-    dead = None if mask is None else dead_rows_if_any(mask)  # (B|1, H|1, Tq|1, 1), or None: no such row
-    if dead is None:
+    # dead: (B|1, H|1, Tq|1, 1), or None where no query is without a key
+    if mask is None or (dead := dead_rows_if_any(mask)) is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     # the kernel gives NaN or an average of V on a row with no visible key: open such rows for it, then zero
     # their output (and so their gradients)
@@ -73,18 +73,24 @@ def sdpa_attention(
 # ---- the kernels: how a call that does not need the weights is computed -----------------------------------------
 # Each takes q, k, v (B, H, T, Dk), an expanded mask and the layer's dropout module, and returns out (B, H, Tq, Dk);
 # all three give the same result (tests/test_attention_impls.py). A layer picks one when it is built.
-Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, nn.Module], torch.Tensor]
+Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, nn.Dropout], torch.Tensor]
 
 
-def _math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Module):
+def _math(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Dropout
+) -> torch.Tensor:
     return scaled_dot_product_attention(q, k, v, mask, dropout)[0]
 
 
-def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Module):
+def _sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Dropout
+) -> torch.Tensor:
     return sdpa_attention(q, k, v, mask, dropout_p=dropout.p if dropout.training else 0.0)
 
 
-def _chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Module):
+def _chunked(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Dropout
+) -> torch.Tensor:
     return chunked_attention(q, k, v, mask, dropout_p=dropout.p if dropout.training else 0.0)
 
 

@@ -11,6 +11,8 @@ query and key block lengths. Masks: True = attend.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from .dropout import dropout_threshold, keep_mask
@@ -41,7 +43,8 @@ def chunked_attention(
     mask = expand_mask(mask, B, Tq, Tk)  # (B|1, H|1, Tq|1, Tk)
     bias, dead = _open_bias(mask, torch.promote_types(q.dtype, torch.float32))
     blocks = _block_sizes(B=B, H=H, Tq=Tq, Tk=Tk, block_q=block_q, block_k=block_k)
-    out = _ChunkedAttention.apply(q, k, v, bias, float(dropout_p), blocks)
+    # torch types Function.apply as untyped: the forward below says what it returns
+    out: torch.Tensor = _ChunkedAttention.apply(q, k, v, bias, float(dropout_p), blocks)  # type: ignore[no-untyped-call]
     return out if dead is None else out.masked_fill(dead, 0.0)  # (B, H, Tq, Dk)
 
 
@@ -63,7 +66,7 @@ def _open_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> tuple[torch.Ten
     return bias.masked_fill_(mask if dead is None else mask | dead, 0.0), dead  # (B|1, H|1, Tq|1, Tk)
 
 
-def _block_sizes(B: int, H: int, Tq: int, Tk: int, block_q: int | None, block_k: int | None):
+def _block_sizes(B: int, H: int, Tq: int, Tk: int, block_q: int | None, block_k: int | None) -> tuple[int, int, int]:
     """(batch rows, query rows, key rows) per tile: key blocks up to 512, query blocks up to 128,
     then as many batch rows as fit in TILE_ELEMENTS (fewer query rows when one does not fit)."""
     bk = min(Tk, block_k or 512)
@@ -78,14 +81,14 @@ def _spans(T: int, block: int) -> list[tuple[int, int]]:
     return [(start, min(start + block, T)) for start in range(0, T, block)]
 
 
-def _tile(x: torch.Tensor | None, b: tuple[int, int], i: tuple[int, int], j: tuple[int, int]):
+def _tile(x: torch.Tensor | None, b: tuple[int, int], i: tuple[int, int], j: tuple[int, int]) -> torch.Tensor | None:
     """The (batch b, query rows i, key rows j) tile of a (B|1, H|1, Tq|1, Tk) tensor; dims of 1 broadcast."""
     if x is None:
         return None
     return x[slice(*b) if x.shape[0] > 1 else slice(None), :, slice(*i) if x.shape[-2] > 1 else slice(None), slice(*j)]
 
 
-def _scores(q_i, k_j, bias_ij, acc_dtype) -> torch.Tensor:
+def _scores(q_i: torch.Tensor, k_j: torch.Tensor, bias_ij: torch.Tensor | None, acc_dtype: torch.dtype) -> torch.Tensor:
     """One (bb, H, bq, bk) tile of the biased scores, in the accumulation dtype."""
     s = (q_i @ k_j.transpose(-2, -1)).to(acc_dtype)  # q is pre-scaled by 1 / sqrt(Dk)
     return s if bias_ij is None else s.add_(bias_ij)
@@ -109,7 +112,15 @@ class _ChunkedAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, bias, dropout_p: float, blocks: tuple[int, int, int]):
+    def forward(
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        bias: torch.Tensor | None,
+        dropout_p: float,
+        blocks: tuple[int, int, int],
+    ) -> torch.Tensor:
         B, H, Tq, Dk = q.shape
         acc_dtype = torch.promote_types(q.dtype, torch.float32)  # softmax statistics: fp32 or better
         q = (q * Dk**-0.5).contiguous()  # (B, H, Tq, Dk): scaled once; contiguous, so tiles fold into bmm
@@ -124,7 +135,9 @@ class _ChunkedAttention(torch.autograd.Function):
         for b in _spans(B, bb):
             for i in _spans(Tq, bq):
                 q_i = q[slice(*b), :, slice(*i)]  # (bb, H, bq, Dk)
-                row_max = row_sum = acc = None
+                row_max: torch.Tensor | None = None  # each row's largest score so far, (bb, H, bq, 1)
+                row_sum: torch.Tensor | None = None  # its sum of exp(score - row_max), (bb, H, bq, 1)
+                acc: torch.Tensor | None = None  # its weighted sum of values, (bb, H, bq, Dk)
                 for j in _spans(k.shape[-2], bk):
                     v_j = v[slice(*b), :, slice(*j)]  # (bb, H, bk, Dk)
                     s = _scores(q_i, k[slice(*b), :, slice(*j)], _tile(bias, b, i, j), acc_dtype)
@@ -140,13 +153,14 @@ class _ChunkedAttention(torch.autograd.Function):
                     pv = (p.to(v.dtype) @ v_j).to(acc_dtype)  # (bb, H, bq, Dk)
                     if gen is not None:
                         pv.mul_(keep_scale)  # ... and its 1 / (1 - p) on the small side
-                    if row_max is None:
+                    if row_max is None or row_sum is None or acc is None:  # the first key block
                         row_sum, acc = p_sum, pv
                     else:
                         rescale = torch.exp(row_max - shift)  # what was summed under the old max
                         row_sum = row_sum * rescale + p_sum
                         acc = acc * rescale + pv
                     row_max = new_max
+                assert row_max is not None and row_sum is not None and acc is not None  # Tk >= 1: a key block ran
                 out[slice(*b), :, slice(*i)] = acc / row_sum
                 lse[slice(*b), :, slice(*i)] = row_max + row_sum.log()
         ctx.save_for_backward(q, k, v, out, lse, bias)
@@ -154,7 +168,7 @@ class _ChunkedAttention(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         q, k, v, out, lse, bias = ctx.saved_tensors
         B, H, Tq, Dk = q.shape
         Tk = k.shape[-2]

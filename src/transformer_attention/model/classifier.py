@@ -12,7 +12,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from .config import EncoderConfig, closest, encoder_fields
+from ..checks import closest
+from .config import EncoderConfig, encoder_fields
 from .dropout import use_fast_dropout
 from .embedding import TokenEmbedding
 from .encoder import TransformerEncoder, TransformerEncoderLayer
@@ -97,7 +98,10 @@ class TransformerClassifier(nn.Module):
         what the head pools, and what masked-language-model pretraining predicts words from."""
         x = self.embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T, D)
         x = self.pos_encoder(x)
-        return self.encoder(x, mask=mask, need_weights=need_weights, last_queries=last_queries)
+        out: tuple[torch.Tensor, list[torch.Tensor] | None] = self.encoder(
+            x, mask=mask, need_weights=need_weights, last_queries=last_queries
+        )
+        return out
 
 
 def _with_settings(config: EncoderConfig, settings: dict[str, Any]) -> EncoderConfig:

@@ -89,8 +89,8 @@ def check_encoder(values: Mapping[str, Any], prefix: str = "") -> None:
             raise ValueError(f"{prefix}{key}={value!r} must be a number in [0, 1): e.g. {prefix}{key}=0.1")
     choices = {"attention_impl": ATTENTION_IMPLS, "pooling": POOLINGS, "positional": POSITIONALS}
     for key, allowed in {**choices, "activation": ACTIVATIONS}.items():
-        value = values.get(key, allowed[0])
-        if value not in allowed:
-            near = closest(value, allowed)
-            fix = f"did you mean {prefix}{key}={near}?" if near else f"use {prefix}{key}={allowed[0]}"
-            raise ValueError(f"{prefix}{key}={value!r} is not one of {', '.join(allowed)}: {fix}")
+        choice = values.get(key, allowed[0])
+        if choice not in allowed:
+            similar = closest(choice, allowed)
+            fix = f"did you mean {prefix}{key}={similar}?" if similar else f"use {prefix}{key}={allowed[0]}"
+            raise ValueError(f"{prefix}{key}={choice!r} is not one of {', '.join(allowed)}: {fix}")

@@ -38,13 +38,12 @@ def keep_mask(
     return torch.cat((low >= threshold, high >= threshold)).view(shape)
 
 
-class FastDropout(nn.Module):
+class FastDropout(nn.Dropout):
     """nn.Dropout's behaviour (zero with probability p in training, scale the rest by 1 / (1 - p),
     identity in eval) at half the random numbers."""
 
     def __init__(self, p: float = 0.1) -> None:
-        super().__init__()
-        self.p = p
+        super().__init__(p)
         self.threshold, self.scale = dropout_threshold(p)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -54,8 +54,9 @@ class TokenEmbedding(nn.Embedding):
             return x
         pad = self.padding_idx if self.padding_idx is not None else 0
         buckets = self.ngrams.num_embeddings
-        ids = (ngram_ids(tokens, n, self.num_embeddings, buckets, pad) for n in range(2, self.ngram_max + 1))
-        grams = sum(self.ngrams(i) for i in ids)  # (B, T, D)
+        grams = torch.zeros_like(x)  # (B, T, D): the n-gram vectors each token ends, summed
+        for n in range(2, self.ngram_max + 1):
+            grams = grams + self.ngrams(ngram_ids(tokens, n, self.num_embeddings, buckets, pad))
         real = (tokens != pad).unsqueeze(-1).to(x.dtype)  # (B, T, 1)
         return x + grams * real
 

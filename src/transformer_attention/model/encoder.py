@@ -65,7 +65,8 @@ class TransformerEncoderLayer(nn.Module):
         return self.dropout1(out), weights
 
     def _ff_block(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        out: torch.Tensor = self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return out
 
     def forward(
         self,

@@ -6,6 +6,8 @@ Their own module so that both attention.py and chunked.py read them without an i
 
 from __future__ import annotations
 
+from typing import overload
+
 import torch
 
 
@@ -19,6 +21,12 @@ def causal_mask(T: int, device: torch.device | None = None) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
+@overload
+def expand_mask(mask: None, B: int, Tq: int, Tk: int) -> None: ...
+@overload
+def expand_mask(mask: torch.Tensor, B: int, Tq: int, Tk: int) -> torch.Tensor: ...
+@overload
+def expand_mask(mask: torch.Tensor | None, B: int, Tq: int, Tk: int) -> torch.Tensor | None: ...
 def expand_mask(mask: torch.Tensor | None, B: int, Tq: int, Tk: int) -> torch.Tensor | None:
     """Bring a (B, Tk), (B, Tq, Tk), (Tq, Tk) or (B, H|1, Tq, Tk) mask to a 4-d broadcastable shape."""
     if mask is None:

@@ -24,6 +24,8 @@ def check_length(T: int, max_len: int) -> int:
 class SinusoidalPositionalEncoding(nn.Module):
     """Adds PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(...), then dropout."""
 
+    pe: torch.Tensor  # (max_len, D), registered as a buffer
+
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.1) -> None:
         super().__init__()
         self.max_len = max_len
@@ -39,7 +41,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D)."""
         T = check_length(x.shape[1], self.max_len)
-        return self.dropout(x + self.pe[:T].to(x.dtype))
+        out: torch.Tensor = self.dropout(x + self.pe[:T].to(x.dtype))
+        return out
 
 
 class LearnedPositionalEncoding(nn.Module):
@@ -55,4 +58,5 @@ class LearnedPositionalEncoding(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D)."""
         T = check_length(x.shape[1], self.max_len)
-        return self.dropout(x + self.embedding.weight[:T])
+        out: torch.Tensor = self.dropout(x + self.embedding.weight[:T])
+        return out

@@ -74,7 +74,9 @@ def weighted_norms(weights: torch.Tensor, values: torch.Tensor, mha: MultiHeadAt
     w_o = mha.w_o.weight  # (D, H * Dk)
     per_head = w_o.view(w_o.shape[0], mha.num_heads, mha.d_k).permute(1, 2, 0)  # (H, Dk, D): head h's columns
     moved = torch.einsum("bhtk,hkd->bhtd", v, per_head)  # (B, H, Tk, D): f_h(x_j)
-    return weights * moved.norm(dim=-1).unsqueeze(-2)  # (B, H, Tq, Tk): alpha_ij >= 0, so ||alpha f|| = alpha ||f||
+    lengths = torch.linalg.vector_norm(moved, dim=-1)  # (B, H, Tk): ||f_h(x_j)||
+    norms: torch.Tensor = weights * lengths.unsqueeze(-2)  # (B, H, Tq, Tk): alpha_ij >= 0: ||alpha f|| = alpha ||f||
+    return norms
 
 
 def norm_weighted_forward(model: nn.Module, *args: Any, **kwargs: Any) -> ClassifierOutput:

@@ -27,8 +27,8 @@ def word_dropout(mask: torch.Tensor, p: float, generator: torch.Generator | None
     return torch.where(empty, mask, kept)
 
 
-def _embedding_hook(net: nn.Module, hook: Callable) -> torch.utils.hooks.RemovableHandle:
-    return net.embedding.register_forward_hook(lambda module, inputs, output: hook(output))
+def _embedding_hook(net: nn.Module, hook: Callable[[torch.Tensor], object]) -> torch.utils.hooks.RemovableHandle:
+    return net.get_submodule("embedding").register_forward_hook(lambda module, inputs, output: hook(output))
 
 
 def adversarial_loss(
