@@ -1,4 +1,5 @@
-"""The default toy run with the project's thread choice: against OpenMP's spinning at idle, and beside busy cores.
+"""The default toy run with the project's thread choice: against OpenMP's spinning at idle, and beside busy cores,
+where it must train the same model.
 
     python benchmarks/busy_cores.py [--rounds 3] [--spin-when-busy]
 
@@ -8,7 +9,7 @@ beside. Per round, in turn (the idle pair in
 alternating order, so a drift of the machine hits both alike):
 
 - idle, default: `python train.py`, 10 epochs, attention maps and analysis on, the project's thread choice (one
-  torch thread per free core, OpenMP's own wait when all are free: threads.choose_threads);
+  torch thread per usable core; OpenMP's own wait on idle cores, PASSIVE beside busy ones: threads.choose_threads);
 - idle, ACTIVE: the same with OMP_WAIT_POLICY=ACTIVE, where waiting threads spin without end (the fastest a
   thread can pick up work on idle cores);
 - 3 epochs, idle / busy: `python train.py trainer.max_epochs=3 callbacks.attention_maps=null`, on idle cores and
@@ -17,9 +18,11 @@ alternating order, so a drift of the machine hits both alike):
 - with --spin-when-busy, also the busy one with OMP_WAIT_POLICY=ACTIVE: what spinning costs there (minutes).
 
 Prints the CPU and three figures: the default run's median wall time, its ratio to ACTIVE (the median of each
-round's pair) and the busy 3-epoch run's median over the idle one's, and the hour: `python -c "import
-lightning.pytorch"` timed before and after the rounds (common.host_gauge). Writes benchmarks/results/busy_cores.json,
-where each CPU model keeps its own entry.
+round's pair) and the busy 3-epoch run's median over the idle one's; the hour: `python -c "import
+lightning.pytorch"` timed before and after the rounds (common.host_gauge); and the best checkpoint's digest of each
+3-epoch run (training.checkpoint.numbers_digest: its weights and optimizer state, not the file's bytes, which hold
+the run's paths), idle and busy, and whether they all match: one seed must give one model, whatever the load.
+Writes benchmarks/results/busy_cores.json, where each CPU model keeps its own entry.
 """
 
 from __future__ import annotations
@@ -33,8 +36,11 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
 from common import RESULTS, ROOT, host_gauge, hour_line, machine, timed_process, user_env, write_json
+
+from transformer_attention.training.checkpoint import numbers_digest
 
 DEFAULT = ["python", "train.py"]
 THREE_EPOCHS = [*DEFAULT, "trainer.max_epochs=3", "callbacks.attention_maps=null"]
@@ -48,16 +54,23 @@ SPINNING = {"3 epochs, busy, ACTIVE": (THREE_EPOCHS, True, {"OMP_WAIT_POLICY": "
 RESULT = RESULTS / "busy_cores.json"
 
 
-def timed_run(command: list[str], env_extra: dict[str, str], timeout: float) -> tuple[float, float]:
-    """Wall and CPU seconds of one run, from launch to exit (a run past `timeout` counts as `timeout`)."""
+def timed_run(command: list[str], env_extra: dict[str, str], timeout: float) -> tuple[float, float, str | None]:
+    """Wall and CPU seconds of one run, from launch to exit (a run past `timeout` counts as `timeout`), and its best
+    checkpoint's digest (None: none written)."""
     with tempfile.TemporaryDirectory() as out:  # its outputs/ there: the command line stays what a user types
         env = user_env(**env_extra, PROJECT_ROOT=out)
         cmd = [sys.executable, *command[1:]]
         try:
             wall, cpu, _ = timed_process(cmd, cwd=ROOT, env=env, check=True, capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            return timeout, float("nan")
-        return wall, cpu
+            return timeout, float("nan"), None
+        return wall, cpu, best_digest(Path(out))
+
+
+def best_digest(project: Path) -> str | None:
+    """The digest of the best checkpoint (`epoch_*.ckpt`) of the one run under `project`'s outputs/."""
+    best = sorted(project.glob("outputs/train/runs/*/checkpoints/epoch_*.ckpt"))
+    return numbers_digest(best[0]) if len(best) == 1 else None
 
 
 @contextmanager
@@ -89,6 +102,7 @@ def main() -> None:
     gauge = {"before": host_gauge()}
     wall: dict[str, list[float]] = {name: [] for name in conditions}
     cpu_s: dict[str, list[float]] = {name: [] for name in conditions}
+    digests: dict[str, list[str | None]] = {name: [] for name in conditions}
     for n in range(args.rounds):
         names = list(conditions)
         if n % 2:
@@ -96,20 +110,32 @@ def main() -> None:
         for name in names:
             command, busy, env = conditions[name]
             with busy_core() if busy else nullcontext():
-                seconds, cpu_seconds = timed_run(command, env, args.timeout)
+                seconds, cpu_seconds, digest = timed_run(command, env, args.timeout)
             wall[name].append(seconds)
             cpu_s[name].append(cpu_seconds)
+            digests[name].append(digest)
             print(f"  round {n + 1}  {name:<22} {seconds:6.1f} s wall {cpu_seconds:6.1f} s CPU", flush=True)
     gauge["after"] = host_gauge()
     result = summarise(wall, cpu_s, cpu, args.rounds) | {"import_lightning_s": gauge}
+    result["best_checkpoint"] = model = same_model(digests)
     figures = result["figures"]
     print(f"default toy run (python train.py), idle:    {figures['default_s']:5.1f} s  median of {args.rounds}")
     print(f"its time / OMP_WAIT_POLICY=ACTIVE, idle:     {figures['default / active']:5.2f}x  median of paired rounds")
     print(f"3-epoch run beside 2 busy processes / idle: {figures['busy / idle']:5.2f}x  medians")
     print(hour_line(gauge))
+    for name, values in model["digests"].items():
+        print(f"best checkpoint, {name}: {', '.join(d or 'none' for d in values)}")
+    print(f"the same model idle and busy, every round: {'yes' if model['same'] else 'NO'}")
     everything = json.loads(RESULT.read_text()) if RESULT.is_file() else {}
     runs = everything.get("runs", {}) if isinstance(everything.get("runs"), dict) else {}
     write_json(RESULT, {"runs": runs | {cpu["cpu"]: result}})
+
+
+def same_model(digests: dict[str, list[str | None]]) -> dict:
+    """The 3-epoch runs' best-checkpoint digests per condition, and whether they are all one (none missing)."""
+    three = {name: values for name, values in digests.items() if name.startswith("3 epochs")}
+    found = {d for values in three.values() for d in values}
+    return {"digests": three, "same": len(found) == 1 and None not in found}
 
 
 def described(name: str) -> str:
