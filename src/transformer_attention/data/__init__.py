@@ -2,22 +2,30 @@
 
 The names below load with their module on first use (PEP 562): `data.settings`, all that a config
 check needs, imports no torch, lightning or datasets. The same names are imported for type checkers and
-IDEs under TYPE_CHECKING, so they see every name and where it lives.
+IDEs under TYPE_CHECKING (`X as X`: an explicit re-export), so they see every name and where it lives.
 """
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_face
 from ..errors import DataError
+from ..lazy import lazy_face
 
 if TYPE_CHECKING:
-    from .batches import EncodedDataset, collate  # noqa: F401
-    from .datamodule import ReviewDataModule  # noqa: F401
-    from .pii import PII_TOKENS, scrub_pii  # noqa: F401
-    from .sampler import BucketBatchSampler  # noqa: F401
-    from .settings import check_data_settings  # noqa: F401
-    from .tokenizer import CLS_ID, MASK_ID, PAD_ID, UNK_ID, load_tokenizer, save_tokenizer, train_tokenizer  # noqa: F401
-    from .toy import make_toy_splits  # noqa: F401
+    from .batches import EncodedDataset as EncodedDataset
+    from .batches import collate as collate
+    from .datamodule import ReviewDataModule as ReviewDataModule
+    from .pii import PII_TOKENS as PII_TOKENS
+    from .pii import scrub_pii as scrub_pii
+    from .sampler import BucketBatchSampler as BucketBatchSampler
+    from .settings import check_data_settings as check_data_settings
+    from .tokenizer import CLS_ID as CLS_ID
+    from .tokenizer import MASK_ID as MASK_ID
+    from .tokenizer import PAD_ID as PAD_ID
+    from .tokenizer import UNK_ID as UNK_ID
+    from .tokenizer import load_tokenizer as load_tokenizer
+    from .tokenizer import save_tokenizer as save_tokenizer
+    from .tokenizer import train_tokenizer as train_tokenizer
+    from .toy import make_toy_splits as make_toy_splits
 
 _NAMES_BY_MODULE = {
     "batches": ("EncodedDataset", "collate"),

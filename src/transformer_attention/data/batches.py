@@ -5,7 +5,8 @@ with T the longest row of that batch (never padded to max_length).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -14,21 +15,23 @@ from torch.utils.data import Dataset
 from .tokenizer import PAD_ID
 
 
-class EncodedDataset(Dataset):
+class EncodedDataset(Dataset[dict[str, Any]]):
     """Token ids (one int array or list per example), integer labels, and the texts they came from."""
 
-    def __init__(self, ids: Sequence[Sequence[int]], labels: list[int], texts: list[str] | None = None) -> None:
+    def __init__(
+        self, ids: Sequence[Sequence[int] | np.ndarray], labels: list[int], texts: list[str] | None = None
+    ) -> None:
         self.ids, self.labels, self.texts = ids, labels, texts
         self.lengths = np.array([len(row) for row in ids], dtype=np.int64)  # for length bucketing
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def __getitem__(self, i: int) -> dict:
+    def __getitem__(self, i: int) -> dict[str, Any]:
         return {"input_ids": self.ids[i], "labels": self.labels[i]}
 
 
-def collate(examples: list[dict], pad_id: int = PAD_ID) -> dict[str, torch.Tensor]:
+def collate(examples: Sequence[Mapping[str, Any]], pad_id: int = PAD_ID) -> dict[str, torch.Tensor]:
     """Pad a list of examples to the longest one; the mask is True on real tokens. Filled in NumPy, all rows at
     once (a tensor copy per row cost seven times as much: half a millisecond a batch of 64)."""
     lengths = np.fromiter((len(e["input_ids"]) for e in examples), dtype=np.int64, count=len(examples))  # (B,)

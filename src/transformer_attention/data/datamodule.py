@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import torch
 from tokenizers import Tokenizer
-from torch.utils.data import DataLoader, RandomSampler, Subset
+from torch.utils.data import DataLoader, Dataset, RandomSampler, Subset
 
 from ..errors import DataError
 from ..files import atomic_write
@@ -27,9 +29,9 @@ from .pii import scrub_pii
 from .rationales import check_rationale_column
 from .sampler import BucketBatchSampler
 from .settings import check_data_settings
-from .sources import load_columns
+from .sources import Columns, load_columns
 from .splits import carve_missing, drop_empty
-from .tokenizer import PAD_ID, cut_at, load_tokenizer, save_tokenizer
+from .tokenizer import PAD_ID, cut_at, load_tokenizer, ready, save_tokenizer
 from .toy import LABEL_NAMES as TOY_LABEL_NAMES
 from .toy import make_toy_splits
 
@@ -50,7 +52,7 @@ class ReviewDataModule(L.LightningDataModule):
         self,
         name: str = "toy",
         path: str | None = None,
-        data_files: dict | str | list | None = None,
+        data_files: Mapping[str, Any] | Sequence[str] | str | None = None,
         text_column: str = "text",
         label_column: str = "label",
         split_names: dict[str, str | None] | None = None,
@@ -105,12 +107,13 @@ class ReviewDataModule(L.LightningDataModule):
         self.label_names = list(label_names) if label_names else None
         self.encoding, self.label_names_from = encoding, label_names_from
         self.required: dict[str, str] = {}  # split -> the fix when it is missing (require_split)
-        self.raw: dict[str, dict[str, list]] = {}  # checked, scrubbed texts and label ids per split
+        self.raw: dict[str, Columns] = {}  # checked, scrubbed texts and label ids per split
         self.splits: dict[str, EncodedDataset] = {}
 
     # ---- loading -------------------------------------------------------------------------
-    def _load_raw(self) -> dict[str, dict[str, list]]:
+    def _load_raw(self) -> dict[str, Columns]:
         """Checked raw splits as {"train"|"validation"|"test": {"text": [...], "label": [ids]}}."""
+        class_names: list[str] | None
         if self.name == "toy" and not (self.path or self.data_files):
             raw, class_names = make_toy_splits(self.toy_size, seed=self.seed, val_fraction=0.1), TOY_LABEL_NAMES
         else:
@@ -153,12 +156,12 @@ class ReviewDataModule(L.LightningDataModule):
             raise DataError(f"the data has no {split!r} split (splits: {list(self.raw)}); {hint}")
         texts, labels = self.raw[split]["text"], self.raw[split]["label"]
         key = (self.max_length, self.rationale_column) if self.rationale_column else (self.max_length,)
-        ids, from_cache = cache.encoded(self.cache_dir, self.tokenizer, texts, *key, desc=f"tokenizing {split}")
+        ids, from_cache = cache.encoded(self.cache_dir, ready(self.tokenizer), texts, *key, desc=f"tokenizing {split}")
         if from_cache:
             log.info("data %s: %s split tokenized before, read from the cache %s", self.name, split, self.cache_dir)
         return EncodedDataset(ids, labels, texts)
 
-    def load(self) -> dict[str, dict[str, list]]:
+    def load(self) -> dict[str, Columns]:
         """The checked raw splits, `{split: {"text": [...], "label": [ids]}}` (validation carved if need be);
         read once. What pretraining (unlabelled.py) takes its texts from."""
         if not self.raw:
@@ -201,10 +204,12 @@ class ReviewDataModule(L.LightningDataModule):
     # ---- what the model needs from the data ----------------------------------------------
     @property
     def vocab_size(self) -> int:
-        return self.tokenizer.get_vocab_size()
+        return ready(self.tokenizer).get_vocab_size()
 
     @property
     def num_classes(self) -> int:
+        if self.label_names is None:
+            raise RuntimeError("the data has no label names yet: call its setup() first, or give label_names")
         return len(self.label_names)
 
     @property
@@ -212,7 +217,7 @@ class ReviewDataModule(L.LightningDataModule):
         return PAD_ID
 
     def tokenizer_json(self) -> str:
-        return self.tokenizer.to_str()
+        return ready(self.tokenizer).to_str()
 
     # ---- loaders -------------------------------------------------------------------------
     def _dataset(self, split: str) -> EncodedDataset:
@@ -222,25 +227,35 @@ class ReviewDataModule(L.LightningDataModule):
             self.splits[split] = self._encode(split)
         return self.splits[split]
 
-    def _loader(self, split: str, train: bool) -> DataLoader:
+    def _loader(self, split: str, train: bool) -> DataLoader[dict[str, Any]]:
         dataset = self._dataset(split)
+        served: Dataset[dict[str, Any]] = dataset
         if not train:  # a fixed shuffle (files are often sorted by label): limit_val_batches sees every class
             order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(self.split_seed))
-            dataset = Subset(dataset, order.tolist())
-        common = {"collate_fn": collate, "num_workers": self.num_workers, "persistent_workers": self.num_workers > 0}
+            served = Subset(dataset, order.tolist())
+        workers, persistent = self.num_workers, self.num_workers > 0
         if train and self.bucket_by_length:
             sampler = BucketBatchSampler(
                 RandomSampler(dataset), self.batch_size, drop_last=False, lengths=dataset.lengths, seed=self.seed
             )
-            return DataLoader(dataset, batch_sampler=sampler, **common)
+            return DataLoader(
+                served, batch_sampler=sampler, collate_fn=collate, num_workers=workers, persistent_workers=persistent
+            )
         batch_size = self.batch_size if train else self.eval_batch_size
-        return DataLoader(dataset, batch_size=batch_size, shuffle=train, **common)
+        return DataLoader(
+            served,
+            batch_size=batch_size,
+            shuffle=train,
+            collate_fn=collate,
+            num_workers=workers,
+            persistent_workers=persistent,
+        )
 
-    def train_dataloader(self) -> DataLoader:
+    def train_dataloader(self) -> DataLoader[dict[str, Any]]:
         return self._loader("train", train=True)
 
-    def val_dataloader(self) -> DataLoader:
+    def val_dataloader(self) -> DataLoader[dict[str, Any]]:
         return self._loader("validation", train=False)
 
-    def test_dataloader(self) -> DataLoader:
+    def test_dataloader(self) -> DataLoader[dict[str, Any]]:
         return self._loader("test", train=False)

@@ -10,10 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from numbers import Integral, Real
+from typing import Any
 
 from ..errors import DataError
 
 log = logging.getLogger(__name__)
+
+# `{split: labels}` as read from the data: ints, strings, or anything a file holds, until checked here
+RawLabels = dict[str, list[Any]]
 
 
 def _kind(value: object) -> str:
@@ -29,7 +33,7 @@ def _int_like(value: str) -> bool:
     return value.strip().lstrip("+-").isdigit()
 
 
-def _check_one_type(first: dict[str, tuple[str, int, object]], labels: dict[str, list]) -> None:
+def _check_one_type(first: dict[str, tuple[str, int, object]], labels: RawLabels) -> None:
     """One type per label column, whatever the file format: ints or strings, never both, and never
     integer words mixed with other words (what a CSV reader makes of a column holding `0`, `1`, `positive`)."""
     bad = sorted(set(first) - {"str", "int"})
@@ -64,7 +68,7 @@ def check_integers_or_words(values: Iterable[str], where: str = "") -> None:
 
 
 def labels_to_ids(
-    labels: dict[str, list],
+    labels: RawLabels,
     label_names: list[str] | None = None,
     num_classes: int | None = None,
     class_names: list[str] | None = None,
@@ -106,7 +110,7 @@ def labels_to_ids(
     return ids, names
 
 
-def _check_two_classes(train: list) -> None:
+def _check_two_classes(train: list[Any]) -> None:
     """A classifier needs two classes: one (or none) in the train split is an error naming the class."""
     found = sorted(set(train), key=str)
     if len(found) < 2:

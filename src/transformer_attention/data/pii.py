@@ -26,9 +26,9 @@ PII_TOKENS = [token for token, _ in PII_PATTERNS.values()]
 _COMPILED = [(kind, token, re.compile(pattern)) for kind, (token, pattern) in PII_PATTERNS.items()]
 
 
-def scrub_pii(texts: list[str]) -> tuple[list[str], Counter]:
+def scrub_pii(texts: list[str]) -> tuple[list[str], Counter[str]]:
     """Replace PII in every text by its placeholder; returns the new texts and a count per kind."""
-    counts: Counter = Counter({kind: 0 for kind in PII_PATTERNS})
+    counts: Counter[str] = Counter({kind: 0 for kind in PII_PATTERNS})
     out = []
     for text in texts:
         for kind, token, regex in _COMPILED:

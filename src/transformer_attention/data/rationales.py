@@ -82,7 +82,7 @@ def check_rationale_column(column: str | None, scrub_pii: bool) -> str | None:
     return column
 
 
-def rationales_by_text(raw: Mapping[str, Mapping[str, list]]) -> Callable[[str], list[bool] | None]:
+def rationales_by_text(raw: Mapping[str, Mapping[str, Sequence[Any]]]) -> Callable[[str], list[bool] | None]:
     """text -> its rationale (one flag per whitespace word; None for a text without one) over the splits of
     `raw` that hold a "rationale" column."""
     known = {t: r for cols in raw.values() for t, r in zip(cols["text"], cols.get("rationale", ()), strict=False)}

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import torch
 from torch.utils.data import BatchSampler, Sampler
 
 
-def _lengths_of(sampler: Sampler) -> Sequence[int]:
+def _lengths_of(sampler: Sampler[int]) -> Sequence[int] | np.ndarray:
     """The `lengths` of the dataset behind a RandomSampler / SequentialSampler / DistributedSampler."""
     dataset = getattr(sampler, "data_source", getattr(sampler, "dataset", None))
-    lengths = getattr(dataset, "lengths", None)
+    lengths: Sequence[int] | np.ndarray | None = getattr(dataset, "lengths", None)
     if lengths is None:
         raise TypeError(
             f"BucketBatchSampler needs `lengths`, or a sampler over a dataset with a `lengths` attribute; "
@@ -38,7 +39,7 @@ class BucketBatchSampler(BatchSampler):
         sampler: Sampler[int],
         batch_size: int,
         drop_last: bool = False,
-        lengths: Sequence[int] | None = None,
+        lengths: Sequence[int] | np.ndarray | None = None,
         pool_batches: int = 50,
         seed: int = 0,
     ) -> None:
@@ -65,7 +66,7 @@ class BucketBatchSampler(BatchSampler):
             yield batches[i]
 
     def __len__(self) -> int:
-        n = len(self.sampler)  # type: ignore[arg-type]
+        n = len(self.sampler)  # type: ignore[arg-type]  # torch's Sampler declares no __len__; the ones here have it
         pool_size = self.batch_size * self.pool_batches
         full_pools, rest = divmod(n, pool_size)
         if self.drop_last:

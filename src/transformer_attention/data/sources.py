@@ -40,7 +40,7 @@ LOCAL_HINT = (
 
 
 def load_columns(
-    name: str,
+    name: str | None,
     path: str | None,
     data_files: Any,
     text_column: str,
@@ -78,7 +78,7 @@ def load_columns(
 
 
 def load_source(
-    name: str, path: str | None, data_files: Any, encoding: str = "utf-8", label_column: str | None = "label"
+    name: str | None, path: str | None, data_files: Any, encoding: str = "utf-8", label_column: str | None = "label"
 ) -> tuple[str, dict[str, Any]]:
     """(a description of the source for messages, the `datasets` splits as loaded)."""
     if data_files:

@@ -10,11 +10,15 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import ahocorasick
 import torch
 
 from ..errors import DataError
+
+if TYPE_CHECKING:
+    from .sources import Columns
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +91,8 @@ def rows_sharing_text(
 
 
 def carve_split(
-    train: dict[str, list], fraction: float, seed: int, split: str = "validation", setting: str = "data.val_fraction"
-) -> dict[str, list]:
+    train: Columns, fraction: float, seed: int, split: str = "validation", setting: str = "data.val_fraction"
+) -> Columns:
     """Move a `fraction` of `train` (columns of equal length), drawn with `seed`, into a `split` of its own (in
     place), then drop the train rows that contain, or are contained in, one of its texts (`rows_sharing_text`:
     phrase-level sets such as SST-2 hold phrases of the same sentences), so that split measures text the model
@@ -122,7 +126,7 @@ def carve_split(
     return carved
 
 
-def carve_missing(raw: dict[str, dict[str, list]], val_fraction: float, test_fraction: float | None, seed: int) -> None:
+def carve_missing(raw: dict[str, Columns], val_fraction: float, test_fraction: float | None, seed: int) -> None:
     """Carve the splits `raw` lacks from its train split, in place: a validation split (`val_fraction`, drawn
     with `seed`) and a test split (`test_fraction`, drawn with `seed + 1`; None: none)."""
     if "validation" not in raw:
@@ -134,7 +138,7 @@ def carve_missing(raw: dict[str, dict[str, list]], val_fraction: float, test_fra
         )
 
 
-def drop_empty(cols: dict[str, list], split: str, text_column: str) -> dict[str, list]:
+def drop_empty(cols: Columns, split: str, text_column: str) -> Columns:
     """`cols` without its empty or whitespace-only texts, counted and logged (a warning), not an error; a split
     left with nothing, or a text column of something other than strings, is a DataError."""
     texts = cols["text"]

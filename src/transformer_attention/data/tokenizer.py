@@ -95,6 +95,13 @@ def cut_at(tok: Tokenizer, max_length: int) -> Tokenizer:
     return tok
 
 
+def ready(tok: Tokenizer | None) -> Tokenizer:
+    """`tok`, the tokenizer a datamodule's `setup()` trains or loads; a RuntimeError saying so before it has."""
+    if tok is None:
+        raise RuntimeError("the data has no tokenizer yet: call its setup() first")
+    return tok
+
+
 def load_tokenizer(path_or_json: str | Path) -> Tokenizer:
     """Load from a `tokenizer.json` path or from the JSON string itself (as stored in checkpoints)."""
     s = str(path_or_json)

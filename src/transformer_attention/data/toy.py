@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from .rationales import rationales_by_text
+
+if TYPE_CHECKING:
+    from .datamodule import ReviewDataModule
+    from .sources import Columns
 
 POSITIVE = [
     "great",
@@ -129,7 +134,7 @@ def _review(rng: random.Random) -> tuple[str, int]:
 
 def make_toy_splits(
     num_examples: int = 4000, seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1
-) -> dict[str, dict[str, list]]:
+) -> dict[str, Columns]:
     """Unique generated reviews split into train / validation / test, no text in two splits."""
     rng = random.Random(seed)
     tutorial = dict(TUTORIAL)
@@ -185,7 +190,7 @@ def deciding_words(text: str) -> list[bool]:
 def deciding_words_for(data: object) -> Callable[[str], list[bool] | None] | None:
     """`deciding_words` for a datamodule that reads the built-in toy set (name "toy", no files); the data's own
     rationales when it has a rationale column (rationales.py); else None."""
-    if getattr(data, "rationale_column", None):
-        return rationales_by_text(data.load())
+    if getattr(data, "rationale_column", None):  # only a ReviewDataModule has rationales
+        return rationales_by_text(cast("ReviewDataModule", data).load())
     files = getattr(data, "path", None) or getattr(data, "data_files", None)
     return deciding_words if getattr(data, "name", None) == "toy" and not files else None

@@ -11,10 +11,12 @@ import logging
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 from torch.utils.data import DataLoader, RandomSampler
 
 from ..errors import DataError
@@ -23,7 +25,7 @@ from .batches import EncodedDataset, collate
 from .datamodule import ReviewDataModule
 from .sampler import BucketBatchSampler
 from .sources import FORMATS, load_source, our_splits
-from .tokenizer import CLS_ID, PAD_ID, cut_at
+from .tokenizer import CLS_ID, PAD_ID, cut_at, ready
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +98,8 @@ def _local_split(folder: Path, split: str, text_column: str) -> list[str]:
     return _texts(dsets[split], f"{folder}:{split}", text_column)
 
 
-def _texts(dataset, source: str, text_column: str) -> list[str]:
+def _texts(dataset: Any, source: str, text_column: str) -> list[str]:
+    """The non-blank texts of `text_column` of a `datasets.Dataset` (from `source`, for the message)."""
     if text_column not in dataset.column_names:
         raise DataError(
             f"pretrain.text_column={text_column!r} is not a column of {source!r}; columns: {dataset.column_names}"
@@ -145,8 +148,8 @@ class PretrainingData(L.LightningDataModule):
         self.holdout, self.max_holdout, self.seed = holdout, max_holdout, seed
         self.texts: dict[str, list[str]] = {}
         self.splits: dict[str, EncodedDataset] = {}
-        self.tokenizer = None
-        self.label_names = None  # pretraining reads no labels
+        self.tokenizer: Tokenizer | None = None
+        self.label_names: list[str] | None = None  # pretraining reads no labels
 
     @property
     def pad_id(self) -> int:
@@ -154,7 +157,7 @@ class PretrainingData(L.LightningDataModule):
 
     @property
     def vocab_size(self) -> int:
-        return self.tokenizer.get_vocab_size()
+        return ready(self.tokenizer).get_vocab_size()
 
     def corpus(self) -> dict[str, list[str]]:
         """{"train": texts the MLM trains on, "validation": held-out texts, "evaluated": what must never be
@@ -197,14 +200,14 @@ class PretrainingData(L.LightningDataModule):
 
     def _encode(self, texts: list[str], split: str) -> list[np.ndarray]:
         desc = f"tokenizing pretraining {split}"  # no truncation: `windows` cuts long texts
-        return cache.encoded(self.data.cache_dir, self.tokenizer, texts, WHOLE_TEXT, desc=desc)[0]
+        return cache.encoded(self.data.cache_dir, ready(self.tokenizer), texts, WHOLE_TEXT, desc=desc)[0]
 
-    def train_dataloader(self) -> DataLoader:
+    def train_dataloader(self) -> DataLoader[dict[str, Any]]:
         data = self.splits["train"]
         if self.bucket_by_length:
             sampler = BucketBatchSampler(RandomSampler(data), self.batch_size, lengths=data.lengths, seed=self.seed)
             return DataLoader(data, batch_sampler=sampler, collate_fn=collate)
         return DataLoader(data, batch_size=self.batch_size, shuffle=True, collate_fn=collate)
 
-    def val_dataloader(self) -> DataLoader:
+    def val_dataloader(self) -> DataLoader[dict[str, Any]]:
         return DataLoader(self.splits["validation"], batch_size=self.batch_size, collate_fn=collate)
