@@ -33,6 +33,7 @@ from .model.probes import gated_heads, norm_weighted_forward
 from .module import ClassifierModule, evaluating
 
 log = logging.getLogger(__name__)
+TokenRow = Sequence[int] | np.ndarray  # one text's token ids, [CLS] first: a list, or the tokenizer's int32 array
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def pad_id_of(model: nn.Module) -> int:
 
 def batched(
     model: nn.Module,
-    rows: Sequence[Sequence[int]],
+    rows: Sequence[TokenRow],
     *,
     batch_size: int | None = None,
     by_length: bool = False,
@@ -138,7 +139,7 @@ def logit_function(model: nn.Module) -> Callable[[torch.Tensor, torch.Tensor], t
 
 
 def probabilities(
-    model: nn.Module, rows: Sequence[Sequence[int]], *, batch_size: int, head_mask: torch.Tensor | None = None
+    model: nn.Module, rows: Sequence[TokenRow], *, batch_size: int, head_mask: torch.Tensor | None = None
 ) -> np.ndarray:
     """(N, C) float64: the softmax of the model's logits for each row, in the rows' order (the shortest batched
     together); `head_mask` (L, H) as `forward_batches` takes it."""
@@ -163,7 +164,7 @@ class RowOutput:
 
 def infer(
     model: nn.Module,
-    ids: Sequence[Sequence[int]],
+    ids: Sequence[TokenRow],
     *,
     pad_id: int | None = None,
     need_weights: bool = False,
@@ -180,7 +181,7 @@ def infer(
     for batch, out in forward_batches(model, data, need_weights=need_weights, need_norms=need_norms):
         logits = out.logits.float().cpu()  # (B, C)
         probs = logits.softmax(dim=-1)  # (B, C)
-        layers = [a.float().cpu() for a in out.attentions] if maps else []  # each (B, H, T, T)
+        layers = [a.float().cpu() for a in out.attentions or []]  # each (B, H, T, T); there when asked
         for b, i in enumerate(batch.index):
             T = len(ids[i])  # real tokens: the batch's padding is cut off
             attentions = [a[b, :, :T, :T] for a in layers] if maps else None  # each (H, T, T)
@@ -225,17 +226,18 @@ def predict(
     if not module.tokenizer_json:
         raise ValueError("this module has no tokenizer: load it from a train.py checkpoint")
     hp = module.hparams
+    longest = int(hp["max_len"])
     tok = load_tokenizer(module.tokenizer_json)
     trained = (tok.truncation or {}).get("max_length")
     if max_length is None:
-        max_length = min(trained or hp.max_len, hp.max_len)
-    elif not is_whole(max_length, 2) or max_length > hp.max_len:
+        max_length = min(trained or longest, longest)
+    elif not is_whole(max_length, 2) or max_length > longest:
         raise InputError(
-            f"max_length={max_length!r} must be a whole number from 2 to {hp.max_len}, the longest input this "
-            f"model takes: e.g. max_length={min(trained or hp.max_len, hp.max_len)} (its training length), "
+            f"max_length={max_length!r} must be a whole number from 2 to {longest}, the longest input this "
+            f"model takes: e.g. max_length={min(trained or longest, longest)} (its training length), "
             f"or leave max_length unset"
         )
-    names = names_or_ids(hp.get("label_names"), hp.num_classes)
+    names = names_or_ids(hp.get("label_names"), int(hp["num_classes"]))
     ids = encode(tok, list(texts), max_length)
     unknown = [i for i, row in enumerate(ids) if len(row) > 1 and all(int(t) == UNK_ID for t in row[1:])]
     for i in unknown:  # after [CLS]: the model sees no word it knows, so the prediction says nothing of the text
@@ -250,7 +252,7 @@ def predict(
                 label=names[k],
                 label_id=k,
                 probabilities={n: float(p) for n, p in zip(names, row.probabilities.tolist(), strict=True)},
-                tokens=[tok.id_to_token(int(i)) for i in row_ids],
+                tokens=[tok.id_to_token(int(i)) or "[UNK]" for i in row_ids],
                 attentions=row.attentions,  # each (H, T, T), padding cut off
             )
         )

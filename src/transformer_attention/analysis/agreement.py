@@ -88,7 +88,8 @@ def aopc_bounds(
     """(lower, upper) AOPC of each row for its target class, the removal orders searched greedily: at each step
     the word whose removal lowers p(target) the least (lower) or the most (upper). `full`: p(target | row);
     `count(j, n)`: how many of n words the curve point j% removes. NaN for rows over BOUNDS_MAX_WORDS words."""
-    searches = []  # (row index, upper?) -> removed positions, probabilities after each removal
+    # (row index, upper?, removed positions, probabilities after each removal)
+    searches: list[tuple[int, bool, list[int], list[float]]] = []
     for i, row in enumerate(rows):
         if len(row) - 1 <= BOUNDS_MAX_WORDS:
             searches += [(i, up, [], [float(full[i])]) for up in (False, True)]

@@ -26,6 +26,7 @@ from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
 from torch import nn
 
 from ..inference import batched, forward_batches, logit_function, pad_id_of, probabilities
+from ..model.classifier import TransformerClassifier
 from ..plotting.rollout import attention_rollout, pooled_rollout
 from .passes import Passes
 from .removal import without
@@ -54,7 +55,7 @@ LABELS = {  # how pages and tables name each method (the page reads them from it
 
 
 def attribute(
-    net: nn.Module,
+    net: TransformerClassifier,
     rows: Sequence[Sequence[int]],
     targets: Sequence[int],
     *,
@@ -105,12 +106,15 @@ def passes(rows: Sequence[Sequence[int]], *, methods: Sequence[str] = ATTRIBUTIO
     return total
 
 
-def _attention(net: nn.Module, rows, out, *, methods, names: tuple[str, str], norms: bool, batch_size: int) -> None:
+def _attention(
+    net: TransformerClassifier, rows, out, *, methods, names: tuple[str, str], norms: bool, batch_size: int
+) -> None:
     """The pooled row of the last layer's head mean, and of the rollout, for every row, stored under `names`:
     of the weights, or of the norm-weighted maps (`norms`; their head means' rows scaled to sum 1 for rollout)."""
     pooling, (last_name, rollout_name) = net.config.pooling, names
     data = batched(net, rows, batch_size=batch_size, by_length=True)
     for batch, result in forward_batches(net, data, need_weights=not norms, need_norms=norms):
+        assert result.attentions is not None  # asked for: weights or norm-weighted maps
         for b, i in enumerate(batch.index):
             T = len(rows[i])
             maps = [a[b, :, :T, :T].double().cpu().numpy().mean(axis=0) for a in result.attentions]  # L x (T, T)
@@ -156,9 +160,9 @@ def _gradients(net: nn.Module, rows, targets, out, *, methods, steps: int, batch
 
 def _store(out, index: list[int], rows, method: str, values: torch.Tensor) -> None:
     """Each row's (T,) slice of (B, T) `values`, padding cut off."""
-    values = values.detach().double().cpu().numpy()
+    found = values.detach().double().cpu().numpy()
     for b, i in enumerate(index):
-        out[i][method] = values[b, : len(rows[i])]
+        out[i][method] = found[b, : len(rows[i])]
 
 
 def _leave_one_out(net: nn.Module, rows, targets, out, *, mask_id: int | None, batch_size: int) -> None:

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from torch import nn
 from tqdm import tqdm
 
 from ..inference import probabilities
+from ..model.classifier import TransformerClassifier
 from . import attributions
 from .agreement import agreement, aopc_bounds, bounds_passes
 from .agreement import normalized as normalized_aopc
@@ -48,7 +48,7 @@ def top_count(k: float, n: int) -> int:
 
 
 def eraser_scores(
-    net: nn.Module,
+    net: TransformerClassifier,
     rows: Sequence[Sequence[int]],
     targets: Sequence[int],
     attributions: Sequence[dict[str, np.ndarray]],
@@ -68,8 +68,8 @@ def eraser_scores(
     for row, methods in zip(rows, attributions, strict=True):
         n = len(row) - 1
         plan = {}
-        for method, scores in methods.items():
-            order = ranked(scores)
+        for method, method_scores in methods.items():
+            order = ranked(method_scores)
             curve = [slot(without(row, set(order[: top_count(j, n)]), mask_id)) for j in CURVE]
             comp = [slot(without(row, set(order[: top_count(q, n)]), mask_id)) for q in k]
             suff = [slot(keeping(row, set(order[: top_count(q, n)]), mask_id)) for q in k]
@@ -111,6 +111,13 @@ def passes(
     return total + attributions.passes(texts, methods=methods, ig_steps=ig_steps)
 
 
+def _aopc(scores: dict[str, float | list[float]]) -> float:
+    """A method's AOPC among its ERASER scores (`eraser_scores` stores it as a float)."""
+    aopc = scores["aopc"]
+    assert isinstance(aopc, float)
+    return aopc
+
+
 @dataclass
 class Explained:
     """One text, explained: the class the model predicts, the class explained (`target`: the predicted one unless
@@ -125,7 +132,7 @@ class Explained:
 
 
 def explain_texts(
-    net: nn.Module,
+    net: TransformerClassifier,
     rows: Sequence[Sequence[int]],
     *,
     k: Sequence[float] = (10, 20, 50),
@@ -162,10 +169,10 @@ def explain_texts(
             else [(math.nan, math.nan)] * len(chunk)  # no nAOPC: its search is the costliest part
         )
         for text, found_text, (lower, upper) in zip(scores, found, bounds, strict=True):
-            aopcs = [text[m]["aopc"] for m in text]  # a method's order that beats the search widens the bounds
+            aopcs = [_aopc(text[m]) for m in text]  # a method's order that beats the search widens the bounds
             lower, upper = min(lower, *aopcs), max(upper, *aopcs)  # NaN (no search) stays NaN
             for method, agree in agreement(found_text).items():
-                text[method].update(agree, naopc=normalized_aopc(text[method]["aopc"], lower, upper))
+                text[method].update(agree, naopc=normalized_aopc(_aopc(text[method]), lower, upper))
         out += [
             Explained(predicted=c, probability=float(p[y]), attributions=a, scores=s, target=y)
             for c, y, p, a, s in zip(predicted, wanted, probs, found, scores, strict=True)
@@ -177,7 +184,7 @@ def explain_texts(
 
 
 def faithfulness(
-    net: nn.Module,
+    net: TransformerClassifier,
     rows: Sequence[Sequence[int]],
     *,
     tokens: Sequence[Sequence[str]],

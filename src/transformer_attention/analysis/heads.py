@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 from torchmetrics.functional import spearman_corrcoef
 from tqdm import tqdm
 
-from ..inference import batched, forward_batches
+from ..inference import Batch, batched, forward_batches
+from ..model.classifier import TransformerClassifier
 from .passes import Passes
 
 
@@ -94,7 +94,7 @@ def passes(rows: int, num_layers: int, num_heads: int) -> Passes:
 
 
 def head_importance(
-    net: nn.Module,
+    net: TransformerClassifier,
     rows: Sequence[Sequence[int]],
     labels: Sequence[int],
     *,
@@ -115,9 +115,9 @@ def head_importance(
         """Accuracy and mean loss over every row with `head_mask` (L, H)."""
         correct, loss = 0.0, 0.0
         for batch, out in forward_batches(net, data, head_mask=head_mask):
-            logits = out.logits.double()  # (B, C)
-            correct += (logits.argmax(-1) == batch.labels).sum().item()
-            loss += F.cross_entropy(logits, batch.labels, reduction="sum").item()
+            logits, labels = out.logits.double(), _labels(batch)  # (B, C), (B,)
+            correct += (logits.argmax(-1) == labels).sum().item()
+            loss += F.cross_entropy(logits, labels, reduction="sum").item()
         return correct / len(rows), loss / len(rows)
 
     full = torch.ones(L, H)
@@ -134,7 +134,7 @@ def head_importance(
     gates = torch.ones(len(rows), L, H, requires_grad=True)  # (N, L, H): xi = 1 on every head, per row
     for batch, out in forward_batches(net, data, head_mask=gates, grad=True):
         with torch.enable_grad():
-            (grad,) = torch.autograd.grad(F.cross_entropy(out.logits.double(), batch.labels, reduction="sum"), gates)
+            (grad,) = torch.autograd.grad(F.cross_entropy(out.logits.double(), _labels(batch), reduction="sum"), gates)
         gradient += grad[batch.index].abs().sum(dim=0).double().numpy()  # d L(x) / d xi, this batch's rows
     gradient /= len(rows)
     result = HeadImportance(
@@ -150,17 +150,23 @@ def head_importance(
         order = [
             tuple(int(i) for i in np.unravel_index(j, (L, H))) for j in np.argsort(importance, axis=None, kind="stable")
         ]
-        curve = {"order": [list(lh) for lh in order], "accuracy": [accuracy], "loss": [loss]}
+        accuracies, losses = [accuracy], [loss]
         head_mask = full.clone()
         for layer, h in order:
             head_mask[layer, h] = 0.0
             acc, lo = score(head_mask)
-            curve["accuracy"].append(acc)
-            curve["loss"].append(lo)
+            accuracies.append(acc)
+            losses.append(lo)
             bar.update()
-        result.pruning[name] = curve
+        result.pruning[name] = {"order": [list(lh) for lh in order], "accuracy": accuracies, "loss": losses}
     bar.close()
     return result
+
+
+def _labels(batch: Batch) -> torch.Tensor:
+    """A labelled batch's labels (B,): `head_importance` batches its rows with their labels."""
+    assert batch.labels is not None  # batched(..., labels=...) above
+    return batch.labels
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:

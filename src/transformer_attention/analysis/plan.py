@@ -53,7 +53,7 @@ def analysis_settings(values: Mapping[str, Any] | AnalysisConfig | None) -> Anal
     """`values` (a config node, a dict, or settings already) as checked AnalysisConfig settings."""
     if isinstance(values, AnalysisConfig):
         return values
-    plain = {
+    plain: dict[str, Any] = {
         key: (list(v) if isinstance(v, Sequence) and not isinstance(v, str) else v) for key, v in (values or {}).items()
     }
     check_analysis_settings(plain)

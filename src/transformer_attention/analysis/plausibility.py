@@ -68,13 +68,13 @@ def add_plausibility(
     found: dict[str, dict[str, list[float]]] = {}
     scored = 0
     for methods, deciding in zip(attributions, rationales, strict=True):
-        per = None if deciding is None else {m: text_scores(a, deciding) for m, a in methods.items()}
-        if per is None or any(v is None for v in per.values()):
+        per = {} if deciding is None else {m: text_scores(a, deciding) for m, a in methods.items()}
+        if deciding is None or any(v is None for v in per.values()):
             continue
         scored += 1
-        for method, values in per.items():
-            for measure, v in values.items():
-                found.setdefault(method, {}).setdefault(measure, []).append(v)
+        for method, measured in per.items():
+            for measure, value in (measured or {}).items():
+                found.setdefault(method, {}).setdefault(measure, []).append(value)
     for method, measures in found.items():
         for measure, values in measures.items():
             v = np.array(values)

@@ -10,10 +10,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tokenizers import Tokenizer
-from torch import nn
 
 from ..data.labels import names_or_ids
 from ..errors import ConfigError
+from ..model.classifier import TransformerClassifier
 from ..module import evaluating
 from .faithfulness import Explained, Faithfulness, explain_texts, faithfulness
 from .heads import HeadImportance, head_importance
@@ -36,7 +36,7 @@ class Analysis:
 
 
 def run_analyses(
-    net: nn.Module,
+    net: TransformerClassifier,
     chosen: Plan,
     *,
     splits: Mapping[str, Any],
@@ -64,10 +64,14 @@ def run_analyses(
             start = time.perf_counter()
             kind, mask_id = replacement(s.removal, tokenizer)
             known = chosen.texts("faithfulness", splits) if deciding_words else None
-            rationales = None if known is None else rationales_of(known, texts, deciding_words, tokenizer)
+            rationales = (
+                None
+                if known is None or deciding_words is None
+                else rationales_of(known, texts, deciding_words, tokenizer)
+            )
             result.faithfulness = faithfulness(
                 net, texts,
-                tokens=[[tokenizer.id_to_token(int(t)) for t in row] for row in texts],
+                tokens=[[tokenizer.id_to_token(int(t)) or "[UNK]" for t in row] for row in texts],
                 split=chosen.split, k=s.k, removal=kind, mask_id=mask_id,
                 ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size, progress=progress, targets=targets,
                 rationales=rationales, normalized=s.normalized,
@@ -96,7 +100,7 @@ def target_classes(
 
 
 def explain_rows(
-    net: nn.Module,
+    net: TransformerClassifier,
     rows: Sequence[Sequence[int]],
     tokenizer: Tokenizer,
     settings: Any,
