@@ -1,38 +1,65 @@
-"""Workarounds of a dependency's behaviour, each with its reason: the only module allowed to reach past a
-public API (tests/test_public_api.py scans the rest). Standard library at import time: the entry points call
-`quiet_console` before torch is imported."""
+"""Workarounds of dependencies' bugs, each with its upstream issue, a version guard and a test that fails once
+upstream fixes it (tests/test_compat.py: a strict xfail that asserts the fixed behaviour). The only module allowed
+to reach past a public API (tests/test_public_api.py scans the rest). Standard library at import time: the entry
+points call `quiet_console` before torch is imported.
+
+Each guard turns its workaround off on a release newer than the newest one checked (the versions constraints.txt
+pins): after an upgrade, tests/test_compat.py says whether the bug is still there (raise the bound) or fixed
+(remove the workaround)."""
 
 from __future__ import annotations
 
 import csv
+import functools
 import logging
 import warnings
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
+
+LIGHTNING_CHECKED = "2.6.6"  # the newest Lightning release checked to have each Lightning bug below
+TENSORBOARD_CHECKED = "2.21.0"  # the newest TensorBoard release checked to have its bug below
+
+
+@functools.cache
+def affected(package: str, newest_checked: str) -> bool:
+    """Whether the installed `package` is `newest_checked` or older: a release known to have the bug."""
+    from packaging.version import Version
+
+    try:
+        return Version(version(package)) <= Version(newest_checked)
+    except PackageNotFoundError:
+        return False
+
 
 # ---- Lightning's console --------------------------------------------------------------------------
-# Lightning gives its `lightning` logger a console handler of its own (`INFO: ...`) and, imported before Hydra
-# sets up logging, `lightning.pytorch` and `lightning.fabric` too; Hydra's root handlers print the same
-# records again in its format (and write them to the run's log file). It also prints tips advertising other
-# products and a note each time a module asks for `trainer.estimated_stepping_batches` (the warmup/cosine
-# schedule does), and its own code raises a deprecation warning under torch >= 2.10 that no user can act on.
+# `lightning/__init__.py` gives the `lightning` logger a console handler of its own (`INFO: ...`) whatever the root
+# logger has, so Hydra's root handlers print every record a second time: the duplicates of Lightning-AI/pytorch-
+# lightning#4621, fixed for `lightning.pytorch` and `lightning.fabric` by #6275 (they add theirs only where the
+# root logger has none: Lightning imported before Hydra set up logging) but not for the package that holds both.
 LIGHTNING_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric")
+# Lightning prints tips advertising its other products, with no way to turn them off (Lightning-AI/pytorch-
+# lightning#21294, open).
 TIP_PREFIX = "\U0001f4a1 Tip:"  # "💡 Tip: For seamless cloud ..." (litlogger, litmodels)
-DROPPED = (TIP_PREFIX, "Loading `train_dataloader` to estimate number of stepping batches")
 RANK_ZERO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
-# raised by lightning/pytorch/utilities/_pytree.py itself
-LIGHTNING_DEPRECATIONS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)
+# Lightning's own pytree code builds `LeafSpec()`, which torch >= 2.10 deprecates: a FutureWarning at each batch
+# that no user can act on (Lightning-AI/pytorch-lightning#21326).
+LEAFSPEC_WARNING = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
+LEAFSPEC_MODULE = r"lightning\.pytorch\.utilities\._pytree"
 
 
 class DropTips(logging.Filter):
-    """Drops Lightning's tips that advertise other products, and its note on estimating the stepping batches."""
+    """Drops Lightning's tips that advertise other products."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(DROPPED)
+        return not str(record.msg).startswith(TIP_PREFIX)
 
 
 def quiet_console() -> None:
-    """Each Lightning log line once, through the root (Hydra's) handlers; no tips; no warnings from
-    Lightning's own calls. Idempotent. Call it after Hydra configured logging, before the Trainer."""
+    """Each Lightning log line once, through the root (Hydra's) handlers; no tips; no deprecation warning raised by
+    Lightning's own code. Idempotent. Call it after Hydra configured logging, before the Trainer."""
+    if not affected("lightning", LIGHTNING_CHECKED):
+        return
     import lightning.pytorch  # noqa: F401  (imported first: it adds the handlers removed below)
 
     if not logging.getLogger().handlers:
@@ -47,17 +74,19 @@ def quiet_console() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, DropTips) for f in logger.filters):
             logger.addFilter(DropTips())
-    for message in LIGHTNING_DEPRECATIONS:
-        warnings.filterwarnings("ignore", message=message)
+    warnings.filterwarnings("ignore", message=LEAFSPEC_WARNING, category=FutureWarning, module=LEAFSPEC_MODULE)
 
 
 # ---- Lightning's CSV writer -----------------------------------------------------------------------
-def continue_csv_header(logger: object) -> None:
-    """Make a CSVLogger's writer continue the header of the `metrics.csv` it appends to. Lightning's writer
-    knows only the columns it wrote itself; in a process of its own (`ddp_spawn`: fit and test each spawn
-    their ranks from the parent's pickled logger) it meets a file written by another process and rewrites
-    it with too few columns (`ValueError: dict contains fields not in fieldnames`). Call it in the parent
+# Lightning's CSV writer appends to `metrics.csv` knowing only the columns it wrote itself: one that meets a file
+# written by another writer, as a `ddp_spawn` stage does (fit and test each spawn their ranks from the parent's
+# pickled logger), rewrites it with too few columns and fails (`ValueError: dict contains fields not in
+# fieldnames`, Lightning-AI/pytorch-lightning#19432; appending came with #18567).
+def continue_csv_header(logger: Any) -> None:
+    """Make a CSVLogger's writer continue the header of the `metrics.csv` it appends to. Call it in the parent
     before each spawned stage."""
+    if not affected("lightning", LIGHTNING_CHECKED):
+        return
     path = Path(logger.experiment.metrics_file_path)
     if path.is_file():
         with path.open(newline="") as f:
@@ -68,9 +97,12 @@ def continue_csv_header(logger: object) -> None:
 
 
 # ---- TensorBoard's event checksums ----------------------------------------------------------------
-# Without TensorFlow, TensorBoard's writer checksums each record (masked CRC-32C) in pure Python, about 6 MB/s, on its
-# writer thread and holding the GIL: the default toy run's 3 MB of images cost half a second of CPU there and held
-# the training thread back by more (0.6 to 2 s a run). google-crc32c computes the same checksum in C.
+# TensorBoard's writer checksums each record (masked CRC-32C) in pure Python, TensorFlow or not (its record_writer
+# imports the TensorFlow stub's `masked_crc32c`, since the TensorFlow-free writer came in tensorflow/tensorboard
+# #2065): 3 to 6 MB/s, on its writer thread and holding the GIL. The default toy run's 3 MB of images cost half a
+# second to a second of CPU there and held the training thread back. No TensorBoard issue is known; tensorboardX,
+# which has the same writer, takes a C crc32c where one is installed (lanpa/tensorboardX#428). google-crc32c
+# computes the same checksum in C.
 def masked_crc32c(data: bytes) -> int:
     """TensorBoard's `masked_crc32c` (tensorboard/compat/tensorflow_stub/pywrap_tensorflow.py), in C."""
     from google_crc32c import value
@@ -80,7 +112,12 @@ def masked_crc32c(data: bytes) -> int:
 
 
 def fast_event_checksums() -> None:
-    """Every TensorBoard event file written from now on takes its checksums from `masked_crc32c`."""
+    """Every TensorBoard event file written from now on takes its checksums from `masked_crc32c`, where
+    google-crc32c has its C extension (its pure-Python fallback is no faster)."""
+    import google_crc32c
+
+    if not affected("tensorboard", TENSORBOARD_CHECKED) or google_crc32c.implementation != "c":
+        return
     from tensorboard.summary.writer import record_writer
 
     record_writer.masked_crc32c = masked_crc32c

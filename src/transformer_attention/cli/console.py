@@ -11,13 +11,15 @@ from collections.abc import Sequence
 
 PROJECT = "transformer_attention"
 # Lightning's lines that say nothing a run's console needs (the file keeps them): the seed, accelerators this
-# machine has none of, and the checkpoint the test restores (the project's own test line names it)
+# machine has none of, the checkpoint the test restores (the project's own test line names it), and its note each
+# time a module asks for `trainer.estimated_stepping_batches` (the warmup/cosine schedule does)
 FILE_ONLY = (
     "Seed set to",  # the config has it
     "TPU available",
     "HPU available",
     "Restoring states from the checkpoint path",
     "Loaded model weights from the checkpoint",
+    "Loading `train_dataloader` to estimate number of stepping batches",
 )
 GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 TEXT_KEYS = ("text", "texts", "notes")  # keys whose values are free text: the quoting hint names them
