@@ -10,16 +10,19 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from numbers import Integral, Real
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ConfigError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def is_whole(value: Any, low: int | None = None) -> bool:
     """A whole number (not a bool), at least `low` when given."""
-    return isinstance(value, Integral) and not isinstance(value, bool) and (low is None or value >= low)
+    return isinstance(value, Integral) and not isinstance(value, bool) and (low is None or int(value) >= low)
 
 
 def is_number(value: Any) -> bool:

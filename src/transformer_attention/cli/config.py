@@ -108,7 +108,7 @@ def _values(node: Any) -> dict[str, Any]:
         return node
     if not isinstance(node, DictConfig):
         return {}
-    out = {}
+    out: dict[Any, Any] = {}  # a DictConfig's keys: strings in a config
     for key in node:
         try:
             value = node[key]

@@ -81,10 +81,10 @@ def run(task: str, cfg: DictConfig) -> Any:
     if first:
         gc.disable()  # their million objects hold few cycles: collecting as they come cost ~0.8 s of CPU
     run_dir = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else None
-    owner = run_dir is not None and is_rank_zero()
+    owned = run_dir if run_dir is not None and is_rank_zero() else None  # the folder this process answers for
     try:
-        if owner:
-            claim_run_dir(run_dir)  # a single run's is held already; a sweep's job is claimed here
+        if owned is not None:
+            claim_run_dir(owned)  # a single run's is held already; a sweep's job is claimed here
         if in_sweep():
             start_run_log()  # a job's own folder in a sweep's: its log records a failure too
         check_config(cfg, task)
@@ -115,8 +115,8 @@ def run(task: str, cfg: DictConfig) -> Any:
                 atomic_write(run_dir / FAILED_FILE, json.dumps({"kind": kind, "message": message}) + "\n")
             return JobFailed(kind, message)
         drop_run_log()
-        if owner:
-            give_up(run_dir)  # what this run made, nothing else (a folder another run holds: not claimed)
+        if owned is not None:
+            give_up(owned)  # what this run made, nothing else (a folder another run holds: not claimed)
         raise SystemExit(f"{kind}: {message}") from None
     finally:
         gc.enable()
@@ -134,7 +134,8 @@ def tree_dir(cfg: DictConfig, run_dir: Path) -> Path:
     """Where the config tree goes: the run folder, or beside `.hydra/resume_<time>/` for a run resumed in its own
     folder (which keeps the first run's files)."""
     if resumed_in_place(cfg.get("ckpt_path"), run_dir):
-        return run_dir / HydraConfig.get().output_subdir
+        subdir = HydraConfig.get().output_subdir
+        return run_dir / subdir if subdir is not None else run_dir  # None: hydra.output_subdir=null, no .hydra
     return run_dir
 
 

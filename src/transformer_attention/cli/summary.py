@@ -49,8 +49,8 @@ def summary_rows(sweep: Path, metric: str, lower_is_better: bool = False) -> lis
     jobs = []
     for folder in sorted(p for p in sweep.iterdir() if (p / ".hydra" / "overrides.yaml").is_file()):
         overrides = dict(str(o).lstrip("+~").split("=", 1) for o in OmegaConf.load(folder / ".hydra/overrides.yaml"))
-        number = re.match(r"\d+", folder.name)
-        jobs.append((int(number.group()) if number else -1, folder, overrides, load_metrics(folder) or {}))
+        digits = re.match(r"\d+", folder.name)
+        jobs.append((int(digits.group()) if digits else -1, folder, overrides, load_metrics(folder) or {}))
     varied = sorted({k for _, _, o, _ in jobs for k in o if len({str(j[2].get(k)) for j in jobs}) > 1})
     sign = 1 if lower_is_better else -1
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -78,7 +78,8 @@ def _within(key: str, leaves: dict[str, Any]) -> bool:
 
 def _leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     """(dotted key, raw value) of each leaf of a config node; a list, an empty node or an interpolation is a leaf."""
-    container = OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node
+    plain = OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node
+    container = cast("dict[str, Any]", plain)  # a DictConfig's values, or a dict of them: string keys
     for key, value in container.items():
         if isinstance(value, dict) and value:
             yield from _leaves(value, f"{prefix}{key}.")
@@ -113,7 +114,7 @@ def _plain(node: Any, raw: Any) -> Any:
     if not OmegaConf.is_config(node):
         return node
     keys = list(node) if isinstance(node, DictConfig) else range(len(node))
-    out = {} if isinstance(node, DictConfig) else []
+    out: dict[Any, Any] | list[Any] = {} if isinstance(node, DictConfig) else []
     for key in keys:
         written = raw[key]
         try:
