@@ -1,15 +1,19 @@
 """Colour scales for attention: what a weight's colour means. A trained model's heads are often diffuse (most
 weights 0.02 to 0.3 on a 30-token review), which the fixed 0-1 scale draws as near-blank; the other two scales
-make such heads readable and every caption and colour bar says which one is drawn. NumPy only."""
+make such heads readable and every caption and colour bar says which one is drawn. The arithmetic is NumPy's: a
+tensor given is converted first (style.as_numpy)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from .style import as_numpy
+
+if TYPE_CHECKING:
+    import torch
 
 SCALES = {  # name -> what a colour means, for captions, colour bars and the page (written once)
     "fixed": "colour = weight, 0 to 1",
