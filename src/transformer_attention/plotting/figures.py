@@ -13,8 +13,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+from matplotlib.text import Text
 
 from .scales import DEFAULT_SCALE, MAP_KINDS, check_kind, check_scale, scale_note, scaled
 from .style import (
@@ -29,6 +33,7 @@ from .style import (
     STATUS_COLOUR,
     TITLE_PX,
     Frame,
+    Rect,
     add_axes_first,
     as_numpy,
     colors,
@@ -85,8 +90,9 @@ class AttentionGrid:
         self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
         self.status, self.status_xy = draw_header(fig, title, status)
         self.boxes: list[tuple[int, int]] = []  # (top, left) px of each panel's cells
-        self._rects: list[tuple[float, ...]] = []  # each panel's axes, in figure fractions: made by the first `draw`
-        self.axes, self.images = [], []
+        self._rects: list[Rect] = []  # each panel's axes, in figure fractions: made by the first `draw`
+        self.axes: list[Axes] = []
+        self.images: list[AxesImage] = []
         copied, copies = [], []  # labels the static frame copies from the first panel's pixels, not draws
         for p in range(P):
             r, c = divmod(p, cols)
@@ -134,9 +140,12 @@ class AttentionGrid:
         """The figure with `maps` (P, n, n) in its panels (an axes each, made here: `render` never needs them)."""
         if not self.images:
             self.prepare()  # the static frame first: the panels' axes are made for a draw only
-            blank, look = np.zeros((self.n, self.n), dtype=np.float32), {"interpolation": "nearest", "aspect": "auto"}
+            blank = np.zeros((self.n, self.n), dtype=np.float32)
             self.axes = add_axes_first(self.fig, self._rects)
-            self.images = [ax.imshow(blank, cmap=CMAP, norm=NORM, resample=False, **look) for ax in self.axes]
+            self.images = [
+                ax.imshow(blank, cmap=CMAP, norm=NORM, resample=False, interpolation="nearest", aspect="auto")
+                for ax in self.axes
+            ]
         for image, panel in zip(self.images, self._check(maps), strict=True):
             image.set_data(scaled(panel, self.scale))
         if self.status is not None:
@@ -199,7 +208,9 @@ class RolloutBars:
             fig.add_artist(Line2D([x, x], [bottom, 1 - self.top / H], color=colour, linewidth=0.8, zorder=0))
             fig.text(x, bottom - 3 / H, f"{value:.2f}", fontsize=FONT_PX - 1, ha="center", va="top")
         fig.add_artist(Line2D([margin / W, (margin + self.width) / W], [bottom, bottom], color="black", linewidth=0.8))
-        self.ax, self.bars, self.values = None, [], []  # the bars' axes, made by the first `draw`
+        self.ax: Axes | None = None  # the bars' axes, made by the first `draw`
+        self.bars: list[Rectangle] = []
+        self.values: list[Text] = []
         of = "" if check_kind(kind) == "weight" else f" (from {MAP_KINDS[kind]})"
         draw_colorbar(fig, f"share of the pooled vector{of} (bar: 0 to 1) \u00b7 colour: {scale_note(scale)}")
         self._frame = Frame(fig, hidden=[self.status] if self.status is not None else [])

@@ -32,6 +32,7 @@ import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -85,7 +86,8 @@ def attention_html(
         raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(map(repr, POOLED_ROW))}")
     if not attentions:
         raise ValueError("attention_html needs at least one layer's attention, got none")
-    layers, shown = [], list(tokens)
+    layers: list[np.ndarray] = []
+    shown = list(tokens)
     for layer, weights in enumerate(attentions):
         shape = tuple(weights.shape)
         if len(shape) != 3:
@@ -95,7 +97,7 @@ def attention_html(
         shown, w = attention_window(tokens, weights, max_tokens)  # (H, n, n), shapes checked
         layers.append(w)
     n = len(shown)
-    data = {
+    data: dict[str, Any] = {
         "tokens": shown,
         "layers": [np.round(w.astype(np.float64), DECIMALS).tolist() for w in layers],  # (L, H, n, n)
         "rollout": None,
@@ -127,14 +129,14 @@ def attention_html(
                          residual=residual, pooling=pooling, attributions=attributions or {})}  # fmt: skip
     title = title or "attention"
     page, style, script = _assets()
-    values = {
+    fills = {
         "TITLE": _text(title),
         "CAPTION": _text(caption or ""),
         "DATA": _json(data),
         "STYLE": style,
         "SCRIPT": script,
     }
-    return re.sub(r"__(TITLE|CAPTION|DATA|STYLE|SCRIPT)__", lambda m: values[m.group(1)], page)  # one pass
+    return re.sub(r"__(TITLE|CAPTION|DATA|STYLE|SCRIPT)__", lambda m: fills[m.group(1)], page)  # one pass
 
 
 def save_attention_html(
@@ -188,4 +190,5 @@ def _assets() -> tuple[str, str, str]:
             raise RuntimeError(f"page/{name}.js: an import or export the joining does not read (one line each)")
         parts.append(f"/* ---- page/{name}.js ---- */\n{body}")
     script = '(() => {\n"use strict";\n' + "\n".join(parts) + "})();\n"
-    return tuple(folder.joinpath(f"page.{kind}").read_text(encoding="utf-8") for kind in ("html", "css")) + (script,)
+    page, style = (folder.joinpath(f"page.{kind}").read_text(encoding="utf-8") for kind in ("html", "css"))
+    return page, style, script

@@ -5,6 +5,7 @@ so that the map switch swaps the head, model and text views together. NumPy only
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,7 +34,7 @@ def text_tab(
     def per_word(values) -> list[float]:
         return [float(f"{v:.4g}") for v in word_values(values, words)]
 
-    series = [
+    series: list[dict[str, Any]] = [
         {
             "id": f"layer-{layer}",
             "group": "mean of heads",

@@ -31,6 +31,7 @@ def attention_rollout(attentions: Sequence[np.ndarray | torch.Tensor], residual:
         mixed = residual * np.eye(a.shape[0]) + (1.0 - residual) * a
         mixed /= np.clip(mixed.sum(axis=-1, keepdims=True), 1e-12, None)  # rows sum to 1
         rollout = mixed if rollout is None else mixed @ rollout  # (T, T)
+    assert rollout is not None  # `attentions` is not empty: refused above
     return rollout.astype(np.float32)
 
 

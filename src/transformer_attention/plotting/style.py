@@ -19,6 +19,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.text import Text
+from numpy.typing import ArrayLike
 from PIL import Image, ImageDraw, ImageFont
 
 CMAP = "viridis"  # perceptually uniform, brightness rises with the value
@@ -31,9 +33,10 @@ LABEL_CHARS = 14  # longer tokens are shortened to this many characters on the a
 CELL_PX = (11, 24)  # smallest and largest cell of a heatmap
 GAP_PX = 10
 NORM = Normalize(vmin=0.0, vmax=1.0)  # the one colour scale of every attention image
+Rect = tuple[float, float, float, float]  # an axes' (left, bottom, width, height), in fractions of its figure
 
 
-def as_numpy(weights: np.ndarray | torch.Tensor) -> np.ndarray:
+def as_numpy(weights: ArrayLike | torch.Tensor) -> np.ndarray:
     """`weights` (a tensor, array or nested lists) as a float32 NumPy array, on the CPU."""
     if isinstance(weights, torch.Tensor):
         weights = weights.detach().float().cpu().numpy()
@@ -74,7 +77,7 @@ class Frame:
         return self.static.copy()
 
 
-def add_axes_first(fig: Figure, rects: Sequence[tuple[float, ...]]) -> list[Axes]:
+def add_axes_first(fig: Figure, rects: Sequence[Rect]) -> list[Axes]:
     """Axes at `rects` (figure fractions), without axis (labels and ticks are plain texts: no tick machinery), put
     before the axes `fig` has (its colour bar's): a figure's panels are its first axes, whenever they are made."""
     earlier = list(fig.axes)
@@ -117,7 +120,7 @@ def header_px(title: str | None, width_px: float, status: bool) -> int:
 STATUS_COLOUR = "#444444"
 
 
-def draw_header(fig: Figure, title: str | None, status: bool) -> tuple[object, tuple[int, int]]:
+def draw_header(fig: Figure, title: str | None, status: bool) -> tuple[Text | None, tuple[int, int]]:
     """Title lines (wrapped to the width, never cut off) and, with `status`, a one-line text below them that
     may change from image to image; returns that Text (None without) and its top-left corner in px."""
     W, H = fig.get_figwidth() * DPI, fig.get_figheight() * DPI
