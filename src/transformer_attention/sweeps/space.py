@@ -4,7 +4,7 @@ as Optuna distributions, and the overrides of one trial's job."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import IntervalSweep, Override, RangeSweep, Transformer
@@ -36,21 +36,25 @@ def distribution(override: Override) -> BaseDistribution:
     else is categorical over its values."""
     sweep = override.value()
     if isinstance(sweep, IntervalSweep):
-        key, log_scale = override.get_key_element(), "log" in sweep.tags
-        if not sweep.start < sweep.end or (log_scale and sweep.start <= 0):
+        key, log_scale, start, end = override.get_key_element(), "log" in sweep.tags, sweep.start, sweep.end
+        assert start is not None and end is not None  # the parser sets both ends of an interval(a, b)
+        if not start < end or (log_scale and start <= 0):
             low = "a positive start below its end (log scale)" if log_scale else "a start below its end"
             raise SweepError(
-                f"{key}=interval({sweep.start}, {sweep.end}) is empty: an interval takes {low}, e.g. "
-                f"{key}=interval({min(sweep.start, sweep.end)}, {max(sweep.start, sweep.end)})"
+                f"{key}=interval({start}, {end}) is empty: an interval takes {low}, e.g. "
+                f"{key}=interval({min(start, end)}, {max(start, end)})"
             )
         if "int" in sweep.tags:
-            return IntDistribution(int(sweep.start), int(sweep.end), log=log_scale)
-        return FloatDistribution(float(sweep.start), float(sweep.end), log=log_scale)
-    ints = isinstance(sweep, RangeSweep) and all(isinstance(v, int) for v in (sweep.start, sweep.stop, sweep.step))
-    if ints and not sweep.shuffle and sweep.step > 0 and sweep.stop > sweep.start:
-        last = sweep.start + (sweep.stop - 1 - sweep.start) // sweep.step * sweep.step  # Hydra's stop is exclusive
-        return IntDistribution(sweep.start, last, step=sweep.step)
-    return CategoricalDistribution(list(override.sweep_iterator(transformer=Transformer.encode)))
+            return IntDistribution(int(start), int(end), log=log_scale)
+        return FloatDistribution(float(start), float(end), log=log_scale)
+    if isinstance(sweep, RangeSweep) and not sweep.shuffle:
+        start, stop, step = sweep.start, sweep.stop, sweep.step
+        if isinstance(start, int) and isinstance(stop, int) and isinstance(step, int) and step > 0 and stop > start:
+            last = start + (stop - 1 - start) // step * step  # Hydra's stop is exclusive
+            return IntDistribution(start, last, step=step)
+    # Transformer.encode leaves str, int, float and bool as they are and writes any other value as its text
+    values = cast("list[str | int | float | bool]", list(override.sweep_iterator(transformer=Transformer.encode)))
+    return CategoricalDistribution(values)
 
 
 def trial_overrides(fixed: Sequence[str], params: dict[str, Any]) -> tuple[str, ...]:

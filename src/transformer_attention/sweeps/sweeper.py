@@ -17,11 +17,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
+from hydra.plugins.launcher import Launcher
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from hydra.utils import instantiate
@@ -45,9 +46,14 @@ from .study import (
 
 log = logging.getLogger(__name__)
 
+Direction = Literal["minimize", "maximize"]
+
 
 class StudySweeper(Sweeper):
     """`n_trials` is the study's total: a launch runs only the trials still missing, `n_jobs` at a time."""
+
+    config: DictConfig  # set by `setup`, which Hydra calls before `sweep`
+    launcher: Launcher
 
     def __init__(
         self,
@@ -56,7 +62,7 @@ class StudySweeper(Sweeper):
         study_name: str | None = None,
         n_trials: int = 20,
         n_jobs: int = 1,
-        direction: Any = "maximize",
+        direction: Direction | Sequence[Direction] = "maximize",
         max_failure_rate: float = 0.0,
         sampler: Mapping[str, Any] | None = None,
         pruner: Mapping[str, Any] | None = None,
@@ -65,7 +71,7 @@ class StudySweeper(Sweeper):
     ) -> None:
         self.storage, self.study_name = storage, study_name
         self.n_trials, self.n_jobs, self.max_failure_rate = n_trials, max(1, n_jobs), max_failure_rate
-        self.directions = [direction] if isinstance(direction, str) else list(direction)
+        self.directions: list[Direction] = [direction] if isinstance(direction, str) else list(direction)
         self.sampler_config, self.pruner_config = sampler, pruner
         self.params = dict(params or {})
         self.enqueue_trials = [dict(p) for p in enqueue_trials]
