@@ -22,15 +22,16 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from hydra.utils import instantiate
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 from torchmetrics import MeanMetric
 
 from ..callbacks.console import seconds
-from ..data.tokenizer import FIRST_WORD_ID, MASK_ID
+from ..data.tokenizer import FIRST_WORD_ID, MASK_ID, ready
 from ..data.unlabelled import PretrainingData
 from ..errors import CheckpointError, ConfigError
 from ..files import shown, start_run_log
-from ..model import ClassifierOutput, TransformerClassifier
+from ..model.classifier import ClassifierOutput, TransformerClassifier
 from ..module import EncoderModule
 from ..training.builders import TrainerBuilder, build_loggers, instantiate_group, logged_metrics
 from ..training.checkpoint import read_checkpoint
@@ -65,17 +66,23 @@ def make_encoder(settings: PretrainConfig, data: PretrainingData, run: PretrainR
         mask_prob=settings.mask_prob,
         optimizer=instantiate(settings.optimizer),
         scheduler=instantiate(settings.scheduler),
-        tokenizer=data.tokenizer.to_str(),
+        tokenizer=ready(data.tokenizer).to_str(),
         seed=settings.seed,
         **settings.encoder,
     )
     trainer = trainers.for_model(module, data)
+    checkpoints = trainer.checkpoint_callback
+    if not isinstance(checkpoints, ModelCheckpoint):
+        raise ConfigError(
+            "pretraining keeps its best held-out model in a checkpoint, and this trainer writes none "
+            f"({type(checkpoints).__name__}): set pretrain.trainer.enable_checkpointing=true"
+        )
     start_run_log()  # every check passed: pretrain.py resumed in its folder writes its log from here
     if run.record is not None:
         log_run(trainer.loggers, run.record)  # no metrics: train runs define HPARAMS' columns
     start = time.perf_counter()
     trainer.fit(module, datamodule=data, ckpt_path=run.ckpt_path)
-    best = trainer.checkpoint_callback.best_model_path
+    best = checkpoints.best_model_path
     held_out = {k: round(v, 4) for k, v in logged_metrics(trainer).items() if k.startswith("val/")}
     log.info("pretraining: %s, best held-out %s, %s", seconds(time.perf_counter() - start), held_out, shown(best))
     return Path(best)
@@ -195,7 +202,7 @@ class MaskedLMModule(EncoderModule):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(loss, correct (N,) bool) of one masked batch; only picked positions go through the word head."""
         ids, mask = batch["input_ids"], batch["attention_mask"]
-        inputs, targets = mask_tokens(ids, mask, self.hparams.vocab_size, self.hparams.mask_prob, generator)
+        inputs, targets = mask_tokens(ids, mask, self.hparams["vocab_size"], self.hparams["mask_prob"], generator)
         hidden, _ = self.net.encode(inputs, mask)  # (B, T, D)
         scored = targets != IGNORE  # (B, T)
         logits = self.word_logits(hidden[scored])  # (N, V)
@@ -217,7 +224,7 @@ class MaskedLMModule(EncoderModule):
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         # the same words hidden at every validation: epochs compare on equal terms
-        generator = torch.Generator().manual_seed(self.hparams.seed * 100_003 + batch_idx)
+        generator = torch.Generator().manual_seed(self.hparams["seed"] * 100_003 + batch_idx)
         loss, correct = self.model_step(batch, generator)
         self.val_loss.update(loss, weight=correct.numel())
         self.val_acc(correct.float())

@@ -5,7 +5,7 @@ at its start and passes them down. Standard library only."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,14 @@ class SkipgramConfig:
         whole = {"dim": 2, "window": 1, "negative": 1, "epochs": 1, "min_count": 1, "workers": 1}
         examples = {"dim": 128, "window": 5, "negative": 5, "epochs": 10, "min_count": 5, "workers": 1}
         optional = ("dim", "workers")  # None: the embedding's size, the usable cores
+
+        def whole_or_none(low: int, none_allowed: bool) -> Callable[[Any], bool]:
+            return lambda v: (v is None and none_allowed) or is_whole(v, low)
+
         rules: dict[str, Rule] = {
-            key: (lambda v, k=key, low=low: (v is None and k in optional) or is_whole(v, low),
-                  f"a whole number >= {low}", examples[key])
+            key: (whole_or_none(low, key in optional), f"a whole number >= {low}", examples[key])
             for key, low in whole.items()
-        }  # fmt: skip
+        }
         rules["sample"] = (lambda v: is_number(v) and 0 <= v < 1, "a number in [0, 1)", 0.0001)
         check_rules(asdict(self), rules, prefix="pretrain.skipgram.")
 

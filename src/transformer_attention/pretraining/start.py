@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..model import TransformerClassifier
+from ..model.classifier import TransformerClassifier
 from .vectors import WordVectors
 from .weights import PretrainedEncoder
 
@@ -18,8 +18,13 @@ from .weights import PretrainedEncoder
 class Start(Protocol):
     """What a pretraining gives a classifier to start from."""
 
-    tokenizer: str  # the tokenizer's JSON: the run's vocabulary is the start's own
-    source: str  # the file it came from
+    @property
+    def tokenizer(self) -> str:
+        """The tokenizer's JSON: the run's vocabulary is the start's own."""
+
+    @property
+    def source(self) -> str:
+        """The file it came from."""
 
     def check_fits(self, model: Mapping[str, Any]) -> None:
         """A ConfigError naming the first `model.*` setting that does not fit it, and the fix."""

@@ -19,7 +19,7 @@ import torch
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError
 from ..files import atomic_write
-from ..model import TransformerClassifier
+from ..model.classifier import TransformerClassifier
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +43,11 @@ class WordVectors:
 
     def save(self, path: str | Path) -> Path:
         """Write the vectors to `path` (.npz), atomically."""
-        arrays = {
-            "vectors": self.vectors.astype(np.float32),
-            "known": self.known.astype(bool),
-            "tokenizer": np.array(self.tokenizer),
-            "settings": np.array(json.dumps(self.settings)),
-        }
-        return atomic_write(path, lambda f: np.savez(f, **arrays))
+        vectors, known = self.vectors.astype(np.float32), self.known.astype(bool)
+        tokenizer, settings = np.array(self.tokenizer), np.array(json.dumps(self.settings))
+        return atomic_write(
+            path, lambda f: np.savez(f, vectors=vectors, known=known, tokenizer=tokenizer, settings=settings)
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> WordVectors:

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from ..errors import CheckpointError, ConfigError
-from ..model import EncoderConfig, TransformerClassifier
-from ..model.config import encoder_fields
+from ..model.classifier import TransformerClassifier
+from ..model.config import EncoderConfig, encoder_fields
 from ..training.checkpoint import read_checkpoint
 
 log = logging.getLogger(__name__)
