@@ -138,8 +138,8 @@ def test_files_are_small_and_the_top_is_a_few_modules():
         if (n := len(p.read_text().splitlines())) > 250
     }
     assert not long, f"files over 250 lines: {long}"
-    top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert len(top) <= 8, top
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))  # the rooms' shared ground: small, one concept each
+    assert len(top) <= 11, top
 
 
 def plain_writes(path: Path) -> list[str]:

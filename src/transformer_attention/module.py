@@ -22,10 +22,9 @@ from lightning.pytorch.plugins.precision import MixedPrecision
 from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
+from .loss import LOSS_FIELDS, LossConfig
 from .model import ClassifierOutput, TransformerClassifier
 from .model.regularizers import adversarial_loss, word_dropout
-
-log = logging.getLogger(__name__)
 
 
 def _warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
@@ -84,23 +83,18 @@ class EncoderModule(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
-# Lightning's mixed-precision plugin refuses to clip the gradients of an optimizer that unscales them itself (a fused
-# one): by design under fp16, whose GradScaler such an optimizer unscales in its own step (Lightning-AI/pytorch-
-# lightning#15555), and under bf16 too, where no scaler is used (#21435, open). tests/test_bf16.py checks that this
-# is exactly the case Lightning refuses.
+# Lightning's mixed-precision plugin refuses to clip the gradients of an optimizer that unscales them itself (fused):
+# by design under fp16's GradScaler (Lightning-AI/pytorch-lightning#15555), and under bf16 too, where no scaler is
+# used (#21435, open). tests/test_bf16.py checks that this is exactly the case Lightning refuses.
 def unfused_where_clipped(factory: Any, trainer: L.Trainer) -> Any:
     """The optimizer's partial `factory` with `fused` off where `trainer` clips gradients in mixed precision (the one
     case Lightning refuses); else `factory` itself."""
-    keywords = getattr(factory, "keywords", None) or {}
-    mixed = isinstance(trainer.precision_plugin, MixedPrecision)
-    if not (keywords.get("fused") and trainer.gradient_clip_val and mixed):
+    kw = getattr(factory, "keywords", None) or {}
+    if not (kw.get("fused") and trainer.gradient_clip_val and isinstance(trainer.precision_plugin, MixedPrecision)):
         return factory
-    log.info(
-        "model.optimizer.fused: off, as Lightning clips no fused optimizer's gradients in %s precision "
-        "(trainer.gradient_clip_val=0 keeps it fused)",
-        trainer.precision,
-    )
-    return functools.partial(factory.func, *factory.args, **{**keywords, "fused": None})
+    why = "Lightning clips no fused optimizer's gradients in %s precision (trainer.gradient_clip_val=0 keeps it fused)"
+    logging.getLogger(__name__).info("model.optimizer.fused: off, as " + why, trainer.precision)
+    return functools.partial(factory.func, *factory.args, **{**kw, "fused": None})
 
 
 def build_optimizer(module: torch.nn.Module, factory: Any = None) -> torch.optim.Optimizer:
@@ -118,29 +112,26 @@ def build_schedule(
 
 
 class ClassifierModule(EncoderModule):
-    """Cross-entropy training of a TransformerClassifier, AdamW + warmup/cosine by default.
-
-    `settings` are EncoderConfig's fields (d_model=..., num_heads=..., ...); with the data's
-    vocab_size, num_classes and pad_id they are the checkpoint's hyperparameters, all plain data.
-    """
+    """Cross-entropy training of a TransformerClassifier, AdamW + warmup/cosine by default. `settings` are
+    EncoderConfig's fields (d_model=..., num_heads=..., ...) and LossConfig's (label_smoothing=..., word_dropout=...,
+    adversarial_eps=...); with the data's vocab_size, num_classes and pad_id they are the checkpoint's
+    hyperparameters, all plain data."""
 
     def __init__(
         self,
         vocab_size: int,
         num_classes: int,
         pad_id: int = 0,
-        label_smoothing: float = 0.0,
         optimizer: Any = None,
         scheduler: Any = None,
         tokenizer: str | None = None,
         label_names: list[str] | None = None,
         init_from: str | None = None,
         freeze_embedding_epochs: int = 0,
-        word_dropout: float = 0.0,
-        adversarial_eps: float = 0.0,
         **settings: Any,
     ) -> None:
         super().__init__(tokenizer, optimizer, scheduler)
+        loss = LossConfig(**{name: settings.pop(name) for name in LOSS_FIELDS if name in settings})
         # init_from (model.init_from) is train.py's to act on: it copies pretrained weights in after
         # construction; not a hyperparameter, so a checkpoint of this module never looks for that file
         self.net = TransformerClassifier(vocab_size=vocab_size, num_classes=num_classes, pad_id=pad_id, **settings)
@@ -150,11 +141,9 @@ class ClassifierModule(EncoderModule):
                 "num_classes": num_classes,
                 "pad_id": pad_id,
                 **asdict(self.net.config),
-                "label_smoothing": label_smoothing,
+                **asdict(loss),
                 "label_names": label_names,
                 "freeze_embedding_epochs": freeze_embedding_epochs,
-                "word_dropout": word_dropout,
-                "adversarial_eps": adversarial_eps,
             }
         )
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
@@ -179,9 +168,9 @@ class ClassifierModule(EncoderModule):
         def loss_of(logits: torch.Tensor) -> torch.Tensor:
             return F.cross_entropy(logits.float(), labels, label_smoothing=smoothing)
 
-        eps = self.hparams.get("adversarial_eps", 0.0) if train else 0.0
+        eps = self.hparams.adversarial_eps if train else 0.0
         if train:
-            mask = word_dropout(mask, self.hparams.get("word_dropout", 0.0))
+            mask = word_dropout(mask, self.hparams.word_dropout)
         if eps > 0:
             loss, logits, adversarial = adversarial_loss(self.net, ids, mask, loss_of, eps)
             self.log("train/adversarial_loss", adversarial, on_step=False, on_epoch=True)

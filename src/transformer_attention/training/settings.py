@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from ..checks import is_number, is_whole
 from ..errors import ConfigError
+from ..loss import LossConfig
 from ..model.config import EncoderConfig, check_encoder
 from ..threads import usable_cores
 
@@ -64,15 +65,12 @@ MODULE_RULES: dict[str, Rule] = {  # ClassifierModule's own settings
 
 
 @dataclass
-class ModelConfig(EncoderConfig):
-    """`conf/model/`: the encoder's settings and how ClassifierModule optimises it, checked when built."""
+class ModelConfig(LossConfig, EncoderConfig):
+    """`conf/model/`: the encoder's settings, the loss's and how ClassifierModule optimises it, checked when built."""
 
     _target_: str = "transformer_attention.module.ClassifierModule"
     _convert_: str = "all"  # plain lists and dicts in the hyperparameters: weights_only checkpoints
-    label_smoothing: float = 0.0
     freeze_embedding_epochs: int = 0  # hold the token embedding fixed for this many first epochs (word vectors)
-    word_dropout: float = 0.0  # in training, each real token leaves the attention mask with this probability
-    adversarial_eps: float = 0.0  # > 0: the loss also on embeddings moved eps along its gradient (Miyato 2017)
     optimizer: Any = None  # a `_partial_` optimizer (params come later); None: AdamW(lr=1e-3)
     scheduler: Any = None  # a `_partial_` scheduler (optimizer, total_steps); None: warmup_cosine
     # a pretrain.py checkpoint (or its vectors.npz) to start from, or "pretrain": pretrain now as `pretrain`
