@@ -166,26 +166,26 @@ class AttentionMapLogger(Callback):
             return
         start = time.perf_counter()
         dm, step = trainer.datamodule, trainer.global_step
-        rows = infer(pl_module, [e.ids for e in self.examples], need_weights=True)
-        drawn = infer(pl_module, [e.ids for e in self.examples], need_norms=True) if self.kind == "norm" else rows
+        results = infer(pl_module, [e.ids for e in self.examples], need_weights=True)
+        drawn = infer(pl_module, [e.ids for e in self.examples], need_norms=True) if self.kind == "norm" else results
         labelled = getattr(pl_module, "predicts_labels", True)
-        names = label_names(trainer, pl_module, len(rows[0].probabilities))
+        names = label_names(trainer, pl_module, len(results[0].probabilities))
         pooling = pooling_of(pl_module)
         table = ["| tag | text | true label | prediction (p) |", "|---|---|---|---|"]
         self.last, images = [], 0
-        for example, row, maps_of in zip(self.examples, rows, drawn, strict=True):
+        for example, result, drawn_from in zip(self.examples, results, drawn, strict=True):
             tokens = [dm.tokenizer.id_to_token(int(t)) for t in example.ids]  # all of them: the page shows them
-            pred = int(row.probabilities.argmax())
-            said = f"{names[pred]} (p={row.probabilities[pred]:.2f})" if labelled else "-"
+            pred = int(result.probabilities.argmax())
+            said = f"{names[pred]} (p={result.probabilities[pred]:.2f})" if labelled else "-"
             truth = names[example.label] if example.label is not None else "-"
             quoted = f"\u201c{example.text}\u201d (true label: {truth})"
             description = f"{example.name}: {quoted} \u00b7 maps: {MAP_KINDS[self.kind]}"  # TensorBoard shows the first
             at = f"{self.tag}/{example.name}"
             table.append(f"| {example.name} | {table_cell(example.text)} | {table_cell(truth)} | {table_cell(said)} |")
-            layers = map_shares(maps_of.attentions, self.kind)  # each (H, T, T): weights, or weight x norm shares
-            norms = maps_of.attentions if self.kind == "norm" else None  # the page's map switch
+            layers = map_shares(drawn_from.attentions, self.kind)  # each (H, T, T): weights, or weight x norm shares
+            norms = drawn_from.attentions if self.kind == "norm" else None  # the page's map switch
             caption = f"{quoted}; pred: {said} at step {step}"
-            self.last.append(Logged(example.name, tokens, row.attentions, caption, norms))
+            self.last.append(Logged(example.name, tokens, result.attentions, caption, norms))
             shares = pooled_rollout(attention_rollout(layers), pooling)  # (T,)
             keep = key_window(shares, self.max_tokens)
             grid, bars = self._figures(example, tokens, keep, layers[0].shape[0], names, pooling)
@@ -200,10 +200,10 @@ class AttentionMapLogger(Callback):
                 self.writer.send(writers, f"{at}/rollout", step, description, bars.render, shares[keep], status)
             images += len(layers) + (bars is not None)
             if self.text and labelled:
-                rows_, labels = paragraphs(layers, pooling, self.text_heads, shares)
-                view = self._view(example, tokens, len(rows_), names, pooling)
+                pooled, labels = paragraphs(layers, pooling, self.text_heads, shares)  # (P, T): a row a paragraph
+                view = self._view(example, tokens, len(pooled), names, pooling)
                 status = f"step {step} \u00b7 pred: {said} \u00b7 true: {truth}"
-                self.writer.send(writers, f"{at}/text", step, description, view.render, rows_, labels, status)
+                self.writer.send(writers, f"{at}/text", step, description, view.render, pooled, labels, status)
                 images += 1
         log_text(writers, f"{self.tag}/examples", "\n".join(table), step)
         self.last_logged_step = step
@@ -233,18 +233,20 @@ class AttentionMapLogger(Callback):
         if self.figures.get(example.name, ([],))[0] != keep:
             title = example.title(names, keep, pooling)
             panels = [f"head {h}" for h in range(heads)] + (["mean of heads"] if self._with_mean(heads) else [])
-            shown, rollout = window_labels(tokens, keep), f"{title} \u00b7 attention rollout"
-            grid = AttentionGrid(shown, panels, title, status=True, scale=self.scale, kind=self.kind)
-            bars = RolloutBars(shown, rollout, status=True, scale=self.scale, kind=self.kind) if self.rollout else None
+            kept, rollout = window_labels(tokens, keep), f"{title} \u00b7 attention rollout"
+            grid = AttentionGrid(kept, panels, title, status=True, scale=self.scale, kind=self.kind)
+            bars = RolloutBars(kept, rollout, status=True, scale=self.scale, kind=self.kind) if self.rollout else None
             for figure in (grid, bars) if bars is not None else (grid,):
                 figure.prepare()
             self.figures[example.name] = (keep, grid, bars)
         return self.figures[example.name][1:]
 
-    def _view(self, example: Example, tokens: list[str], paragraphs: int, names: list[str], pooling: str) -> ReviewText:
+    def _view(
+        self, example: Example, tokens: list[str], n_paragraphs: int, names: list[str], pooling: str
+    ) -> ReviewText:
         """The example's text view (`ReviewText`), built at its first logged step."""
         if example.name not in self.views:
             title = example.title(names, None, pooling)
             look = {"pooling": pooling, "scale": self.scale, "kind": self.kind}
-            self.views[example.name] = ReviewText(tokens, paragraphs, title, status=True, **look)
+            self.views[example.name] = ReviewText(tokens, n_paragraphs, title, status=True, **look)
         return self.views[example.name]
