@@ -45,7 +45,7 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
         cfg.data,
         output_dir=cfg.paths.output_dir,
         tokenizer=module.tokenizer_json,
-        label_names=module.hparams.label_names,
+        label_names=module.hparams["label_names"],
         label_names_from=f"the checkpoint {cfg.ckpt_path}",
     )
     datamodule.require_split("test", fix=TEST_SPLIT_FIX)

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from omegaconf import DictConfig
 
@@ -30,6 +31,9 @@ from ..plotting import ReviewText, paragraphs, plot_rollout, save_attention_html
 from ..plotting.scales import DEFAULT_SCALE, MAP_KINDS, SCALES
 from ..plotting.words import POOLED_ROW
 from ..training.checkpoint import load_module
+
+if TYPE_CHECKING:
+    import torch
 
 
 def read_texts(text: str | None = None, texts: Sequence[str] | None = None, text_file: str | None = None) -> list[str]:
@@ -96,13 +100,20 @@ def save_attention_pngs(
     ]  # fmt: skip
 
 
+def _weights(pred: Prediction) -> list[torch.Tensor]:
+    """`pred`'s attention weights, one (H, T, T) tensor per layer; a ValueError when it was made without them."""
+    if pred.attentions is None:
+        raise ValueError("this prediction has no attention weights: make it with predict(..., need_weights=True)")
+    return pred.attentions
+
+
 def save_rollout_png(
     pred: Prediction, folder: Path, index: int, pooling: str = "cls", scale: str = DEFAULT_SCALE
 ) -> Path:
     """The attention rollout of one prediction (each token's share in the pooled vector, through all layers):
     `<folder>/<index>_rollout.png`."""
     fig = plot_rollout(
-        pred.tokens, pred.attentions, f"{caption(pred, pooling)} \u00b7 rollout", pooling=pooling, scale=scale
+        pred.tokens, _weights(pred), f"{caption(pred, pooling)} \u00b7 rollout", pooling=pooling, scale=scale
     )
     return save_figure(fig, folder / f"{index:04d}_rollout.png")
 
@@ -110,7 +121,7 @@ def save_rollout_png(
 def save_text_png(pred: Prediction, folder: Path, index: int, pooling: str = "cls", scale: str = DEFAULT_SCALE) -> Path:
     """The text of one prediction, each word shaded by the pooled row, a paragraph per layer (mean of heads) and
     the rollout: `<folder>/<index>_text.png`."""
-    rows, labels = paragraphs(pred.attentions, pooling)
+    rows, labels = paragraphs(_weights(pred), pooling)
     view = ReviewText(pred.tokens, len(rows), caption(pred, pooling), pooling=pooling, scale=scale)
     return save_figure(view.draw(rows, labels), folder / f"{index:04d}_text.png")
 
@@ -122,8 +133,8 @@ def save_attention_page(
     explained: Explained | None = None,
     removal: str = "",
     pooling: str = "cls",
-    norms: list | None = None,
-    agreement: dict | None = None,
+    norms: list[torch.Tensor] | None = None,
+    agreement: dict[str, Any] | None = None,
 ) -> Path:
     """The interactive attention view of one prediction (every layer, head and the rollout; with `norms`, the
     norm-weighted maps too) and, when `explained`, its word attributions with their faithfulness on this text:
@@ -141,7 +152,7 @@ def save_attention_page(
             "agreement": agreement,
         }
     return save_attention_html(
-        folder / f"{index:04d}.html", pred.tokens, pred.attentions, title=pred.text, caption=f"{pred.label} ({probs})",
+        folder / f"{index:04d}.html", pred.tokens, _weights(pred), title=pred.text, caption=f"{pred.label} ({probs})",
         pooling=pooling, method_labels=LABELS, norms=norms, **words,
     )  # fmt: skip
 
@@ -186,9 +197,13 @@ def main(cfg: DictConfig) -> list[Prediction]:
         batch_size=cfg.batch_size,
         max_length=cfg.get("max_length"),
     )
-    explained, removal, norms, agreement = [None] * len(preds), "", [None] * len(preds), None
+    explained: list[Explained | None] = [None] * len(preds)
+    norms: list[list[torch.Tensor] | None] = [None] * len(preds)
+    removal, agreement = "", None
+    assert module.tokenizer_json is not None  # predict() refuses a module without a tokenizer
     tok = load_tokenizer(module.tokenizer_json)
-    rows = [[tok.token_to_id(t) for t in p.tokens] for p in preds]  # the model's own tokens back to its ids
+    # the model's own tokens back to its ids (each has one: they came from this tokenizer)
+    rows = cast("list[list[int]]", [[tok.token_to_id(t) for t in p.tokens] for p in preds])
     if "html" in formats or (formats and kind == "norm"):  # the norm-weighted maps, as the model computes them
         norms = [r.attentions for r in infer(module, rows, need_norms=True, batch_size=cfg.batch_size)]
     if "html" in formats:  # the pages' word attributions (analysis/)
@@ -202,8 +217,9 @@ def main(cfg: DictConfig) -> list[Prediction]:
         record = p.to_dict()
         if "png" in formats:
             folder = run / "attention"
-            shares = None if kind == "weight" else [n / n.sum(-1, keepdim=True).clamp(min=1e-12) for n in norms[i]]
-            drawn = p if shares is None else replace(p, attentions=shares)  # weight x norm, each row's shares
+            drawn, norm = p, norms[i]  # norms: computed for kind=norm
+            if kind != "weight" and norm is not None:  # weight x norm, each row's shares
+                drawn = replace(p, attentions=[n / n.sum(-1, keepdim=True).clamp(min=1e-12) for n in norm])
             record["attention_png"] = [str(path) for path in save_attention_pngs(drawn, folder, i, pooling, scale)]
             record["rollout_png"] = str(save_rollout_png(drawn, folder, i, pooling=pooling, scale=scale))
             record["text_png"] = str(save_text_png(drawn, folder, i, pooling=pooling, scale=scale))

@@ -103,14 +103,16 @@ def starting_point(cfg: DictConfig, model_settings: dict, resume: Resume) -> Sta
         settings = PretrainConfig.from_values(plain(own.pretrain), model=model_settings)
         choice = settings.without_extra_texts
         if choice != "pretrain" and not settings.extra_texts:
-            return without_extra_texts(cfg, model_settings, "pretrain.extra_texts is empty", choice)
+            without_extra_texts(cfg, model_settings, "pretrain.extra_texts is empty", choice)
+            return None
         run = PretrainRun(out_dir, Path(cfg.paths.cache_dir), record=RunRecord.of(plain(own), own_overrides=False))
         try:  # the texts are read once, by the pretraining: a hub name that does not load fails before any work
             start = pretrain(settings, instantiate(own.data), run)
         except HubUnavailable as err:
             if choice == "pretrain":
                 raise
-            return without_extra_texts(cfg, model_settings, str(err).split(";")[0], choice)
+            without_extra_texts(cfg, model_settings, str(err).split(";")[0], choice)
+            return None
         if cfg.get("seed") is not None:  # pretraining seeds with its own seed: the fine-tuning starts from `seed`
             L.seed_everything(cfg.seed, workers=True)
     start.check_fits(model_settings)
@@ -147,7 +149,7 @@ def main(cfg: DictConfig) -> float | None:
         metrics = train(cfg)
     except SIGTERMException as stop:  # SIGTERM or Ctrl-C: last.ckpt is saved, the resume command logged
         raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
-    if rank_zero_only.rank == 0:
+    if rank_zero_only.rank == 0:  # type: ignore[attr-defined]  # Lightning sets it on the function; undeclared
         save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
     print(f"final metrics ({shown(cfg.paths.output_dir)}):\n{format_metrics(metrics)}")
     name = cfg.get("optimized_metric")
