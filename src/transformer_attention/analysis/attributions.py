@@ -117,13 +117,13 @@ def _attention(
         assert result.attentions is not None  # asked for: weights or norm-weighted maps
         for b, i in enumerate(batch.index):
             T = len(rows[i])
-            maps = [a[b, :, :T, :T].double().cpu().numpy().mean(axis=0) for a in result.attentions]  # L x (T, T)
+            means = [a[b, :, :T, :T].double().cpu().numpy().mean(axis=0) for a in result.attentions]  # L x (T, T)
             if last_name in methods:
-                out[i][last_name] = maps[-1][0] if pooling == "cls" else maps[-1].mean(axis=0)
+                out[i][last_name] = means[-1][0] if pooling == "cls" else means[-1].mean(axis=0)
             if rollout_name in methods:
                 if norms:  # each row a share of what reaches its query, as rollout mixes with the residual
-                    maps = [m / np.clip(m.sum(axis=-1, keepdims=True), 1e-12, None) for m in maps]
-                out[i][rollout_name] = pooled_rollout(attention_rollout(maps), pooling).astype(np.float64)
+                    means = [m / np.clip(m.sum(axis=-1, keepdims=True), 1e-12, None) for m in means]
+                out[i][rollout_name] = pooled_rollout(attention_rollout(means), pooling).astype(np.float64)
 
 
 def _gradients(net: nn.Module, rows, targets, out, *, methods, steps: int, batch_size: int) -> float:

@@ -50,14 +50,14 @@ class Faithfulness:
         shown = [m for m in extra if self._measured(m)]  # nAOPC, when its bounds were searched
         head = ["method", *(f"compr. {k:g}%" for k in self.k), "compr.", *(f"suff. {k:g}%" for k in self.k), "suff."]
         head += ["AOPC", *(extra[m] for m in shown)]
-        rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
             s, e = self.scores[method], self.sem[method]
             cells = [s[f"comprehensiveness@{k:g}"] for k in self.k] + [s["comprehensiveness"]]
             cells += [s[f"sufficiency@{k:g}"] for k in self.k] + [s["sufficiency"], s["aopc"]]
             text = [f"{v:.3f}" for v in cells] + [_cell(s.get(m), e.get(m), tau=m.startswith("tau")) for m in shown]
-            rows.append(f"| {method} | " + " | ".join(text) + " |")
-        return rows
+            lines.append(f"| {method} | " + " | ".join(text) + " |")
+        return lines
 
     def summary(self) -> list[str]:
         """A few aligned lines for the console: comprehensiveness, sufficiency, AOPC, nAOPC and plausibility (AUPRC,

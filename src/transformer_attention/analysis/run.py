@@ -81,10 +81,10 @@ def run_analyses(
 
 
 def target_classes(
-    target: str, labels: Sequence[int] | None, names: Sequence[str] | None, num_classes: int, rows: int
+    target: str, labels: Sequence[int] | None, names: Sequence[str] | None, num_classes: int, n_rows: int
 ) -> list[int] | None:
-    """The class each row's attributions explain: None for "predicted" (the model's), the rows' `labels` for "true",
-    or one class by its name in `names` (or its id). A ConfigError names a class that is not there."""
+    """The class each of `n_rows` rows' attributions explain: None for "predicted" (the model's), the rows' `labels`
+    for "true", or one class by its name in `names` (or its id). A ConfigError names a class that is not there."""
     if target == "predicted":
         return None
     if target == "true":
@@ -96,7 +96,7 @@ def target_classes(
         raise ConfigError(
             f"analysis.target={target!r} is not a class: use predicted, true or one of {', '.join(known)}"
         )
-    return [known.index(target)] * rows
+    return [known.index(target)] * n_rows
 
 
 def explain_rows(

@@ -65,14 +65,14 @@ class ClassificationReport(Callback):
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         result = {k: v.cpu() for k, v in self.metrics.compute().items()}  # synced across processes
         names = label_names(trainer, pl_module, result["confusion"].shape[0])
-        rows = ["| class | precision | recall | f1 | support |", "|---|---|---|---|---|"]
+        lines = ["| class | precision | recall | f1 | support |", "|---|---|---|---|---|"]
         for c, name in enumerate(names):
             for metric in ("precision", "recall", "f1"):
                 pl_module.log(f"{self.prefix}/{metric}/{_safe_tag(name)}", result[metric][c].item())
             scores = " | ".join(f"{result[m][c]:.4f}" for m in ("precision", "recall", "f1"))
-            rows.append(f"| {name} | {scores} | {int(result['confusion'][c].sum())} |")
+            lines.append(f"| {name} | {scores} | {int(result['confusion'][c].sum())} |")
         image = figure_to_array(plot_confusion_matrix(result["confusion"], names, f"{self.prefix}: confusion matrix"))
         loggers = image_loggers(trainer.loggers) if trainer.is_global_zero else []
         log_image(loggers, f"{self.prefix}/confusion_matrix", image, trainer.global_step)
-        log_text(loggers, f"{self.prefix}/report", "\n".join(rows), trainer.global_step)
+        log_text(loggers, f"{self.prefix}/report", "\n".join(lines), trainer.global_step)
         self.metrics = None

@@ -40,14 +40,14 @@ def png_bytes(image: np.ndarray) -> bytes:
     than Pillow's encoder, which spends most of its time choosing a filter for each row; these images (flat
     colours and text) come out about as small without one. Any PNG reader decodes them (tests use Pillow)."""
     height, width, _ = image.shape
-    rows = np.zeros((height, 1 + 3 * width), dtype=np.uint8)  # a filter byte (0: none), then the row's pixels
-    rows[:, 1:] = image.reshape(height, 3 * width)
+    scanlines = np.zeros((height, 1 + 3 * width), dtype=np.uint8)  # a filter byte (0: none), then the pixels
+    scanlines[:, 1:] = image.reshape(height, 3 * width)
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits, RGB, deflate, no filter, no interlace
-    return PNG_SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", zlib_fast(rows.tobytes())) + chunk(b"IEND", b"")
+    return PNG_SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", zlib_fast(scanlines.tobytes())) + chunk(b"IEND", b"")
 
 
 SPLIT_BYTES = 1 << 18  # data past 256 KiB is deflated in two halves side by side

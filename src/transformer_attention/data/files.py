@@ -124,12 +124,12 @@ def _check_csv(p: Path, text: str, label_column: str | None) -> list[str]:
     limit = csv.field_size_limit()
     csv.field_size_limit(max(limit, len(text) + 1))  # no field is longer than the file: a review of any length
     try:
-        rows = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if tsv else ",")
-        header = next(rows)
+        records = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if tsv else ",")
+        header = next(records)
         if label_column not in header:
             return []  # the missing column is named later, with the columns present
         k = header.index(label_column)
-        labels = [row[k].strip() for row in rows if len(row) > k and row[k].strip()]
+        labels = [record[k].strip() for record in records if len(record) > k and record[k].strip()]
     finally:
         csv.field_size_limit(limit)
     check_integers_or_words(labels, where=f" in {p}")

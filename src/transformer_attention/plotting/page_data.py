@@ -81,8 +81,8 @@ def norm_maps(
     and the text tab's series of them (over the whole text, as `text_tab`'s of the weights)."""
     if len(norms) == 0:
         raise ValueError("norms: one (H, T, T) norm-weighted map per layer, got none")
-    maps = [np.asarray(m, dtype=np.float64) for m in norms]  # (H, T, T) each
-    shares = [m / np.clip(m.sum(axis=-1, keepdims=True), 1e-12, None) for m in maps]  # rows sum to 1
+    per_layer = [np.asarray(m, dtype=np.float64) for m in norms]  # (H, T, T) each
+    shares = [m / np.clip(m.sum(axis=-1, keepdims=True), 1e-12, None) for m in per_layer]  # rows sum to 1
     layers = [attention_window(tokens, m, max_tokens)[1] for m in shares]  # (H, n, n) each
     n = layers[0].shape[-1]
     whole = attention_rollout(shares, residual=residual) if rollout else None  # (T, T)

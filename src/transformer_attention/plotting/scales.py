@@ -38,10 +38,10 @@ def check_kind(kind: str) -> str:
     return kind
 
 
-def map_shares(maps: Sequence[np.ndarray | torch.Tensor], kind: str) -> list[np.ndarray]:
+def map_shares(layers: Sequence[np.ndarray | torch.Tensor], kind: str) -> list[np.ndarray]:
     """Each layer's (H, T, T) map as drawn: the weights as they are, or the norm-weighted maps with each row
     scaled to sum 1 (the shares the page's switch and predict.py attention_map=norm show)."""
-    out = [as_numpy(m).astype(np.float32) for m in maps]
+    out = [as_numpy(m).astype(np.float32) for m in layers]
     if check_kind(kind) == "norm":
         out = [m / np.clip(m.sum(axis=-1, keepdims=True), 1e-12, None) for m in out]
     return out

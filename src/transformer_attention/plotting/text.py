@@ -45,7 +45,7 @@ class ReviewText:
     """`paragraphs` copies of the text's words, wrapped to `width` px, each word on a box coloured by its
     weight on `scale`, with the colour bar saying which row it is (`pooling`) and which scale.
 
-    `render(rows, labels, status)` takes (paragraphs, T) per-token weights (each a pooled row, e.g.
+    `render(pooled, labels, status)` takes (paragraphs, T) per-token weights (each a pooled row, e.g.
     `pooled_row(layer, pooling)`) and returns the (H, W, 3) uint8 pixels: each word's weight is the sum of its
     pieces' (`word_values`), so a row that sums to 1 over tokens still does over words."""
 
@@ -93,19 +93,20 @@ class ReviewText:
         """Draw the static part now (else the first `render` does)."""
         self._frame.pixels()
 
-    def word_colours(self, rows: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        """(paragraphs, words) weights of each word (its pieces summed) and their values on the scale."""
-        r = as_numpy(rows)
+    def word_colours(self, pooled: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """(paragraphs, words) weights of each word (its pieces summed) in the (P, T) `pooled` rows, and their values
+        on the scale."""
+        r = as_numpy(pooled)
         if r.shape != (self.paragraphs, len(self.tokens)):
             raise ValueError(f"{tuple(r.shape)} rows for {self.paragraphs} paragraphs of {len(self.tokens)} tokens")
         weights = np.stack([word_values(row, self.words) for row in r])  # (P, words)
         return weights, scaled(weights, self.scale)
 
-    def render(self, rows: np.ndarray | torch.Tensor, labels: Sequence[str], status: str | None = None) -> np.ndarray:
-        """The (H, W, 3) uint8 pixels: paragraph p shaded by `rows[p]` (T,) under the label `labels[p]`."""
+    def render(self, pooled: np.ndarray | torch.Tensor, labels: Sequence[str], status: str | None = None) -> np.ndarray:
+        """The (H, W, 3) uint8 pixels: paragraph p shaded by `pooled[p]` (T,) under the label `labels[p]`."""
         if len(labels) != self.paragraphs:
             raise ValueError(f"{len(labels)} labels for {self.paragraphs} paragraphs")
-        _, values = self.word_colours(rows)
+        _, values = self.word_colours(pooled)
         image = Image.fromarray(self._frame.pixels())
         draw, face = ImageDraw.Draw(image), font(TEXT_PX)
         for p, (label, row) in enumerate(zip(labels, values, strict=True)):
@@ -121,9 +122,9 @@ class ReviewText:
             write_texts(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
         return out
 
-    def draw(self, rows: np.ndarray | torch.Tensor, labels: Sequence[str], status: str | None = None) -> Figure:
+    def draw(self, pooled: np.ndarray | torch.Tensor, labels: Sequence[str], status: str | None = None) -> Figure:
         """A figure of the rendered text, for a notebook (displays itself) or `save_figure`."""
-        pixels = self.render(rows, labels, status)
+        pixels = self.render(pooled, labels, status)
         H, W = pixels.shape[:2]
         fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
         fig.figimage(pixels, resize=False)
@@ -133,19 +134,19 @@ class ReviewText:
 def paragraphs(
     layers: Sequence[np.ndarray | torch.Tensor], pooling: str = "cls", heads: int = 0, shares: np.ndarray | None = None
 ) -> tuple[np.ndarray, list[str]]:
-    """A text view's rows (P, T) and labels from one (H, T, T) map per layer: each layer's pooled row (mean of
+    """A text view's pooled rows (P, T) and labels from one (H, T, T) map per layer: each layer's pooled row (mean of
     heads), after it its `heads` most focused heads (the least even pooled rows), then the rollout's
     (`shares`, when already computed)."""
-    rows, labels = [], []
+    pooled, labels = [], []
     for layer, weights in enumerate(layers):
         w = as_numpy(weights)  # (H, T, T)
-        rows.append(pooled_row(w, pooling))
+        pooled.append(pooled_row(w, pooling))
         labels.append(f"layer {layer} \u00b7 mean of heads")
         own = np.stack([pooled_row(head, pooling) for head in w])  # (H, T)
         entropy = -(own * np.log(np.clip(own, 1e-12, None))).sum(axis=1)
         for h in np.argsort(entropy, kind="stable")[:heads]:
-            rows.append(own[h])
+            pooled.append(own[h])
             labels.append(f"layer {layer} \u00b7 head {h}")
-    rows.append(pooled_rollout(attention_rollout(layers), pooling) if shares is None else shares)
+    pooled.append(pooled_rollout(attention_rollout(layers), pooling) if shares is None else shares)
     labels.append(f"rollout through {len(layers)} layer{'s' if len(layers) > 1 else ''}")
-    return np.stack(rows), labels
+    return np.stack(pooled), labels

@@ -121,9 +121,9 @@ def save_rollout_png(
 def save_text_png(pred: Prediction, folder: Path, index: int, pooling: str = "cls", scale: str = DEFAULT_SCALE) -> Path:
     """The text of one prediction, each word shaded by the pooled row, a paragraph per layer (mean of heads) and
     the rollout: `<folder>/<index>_text.png`."""
-    rows, labels = paragraphs(_weights(pred), pooling)
-    view = ReviewText(pred.tokens, len(rows), caption(pred, pooling), pooling=pooling, scale=scale)
-    return save_figure(view.draw(rows, labels), folder / f"{index:04d}_text.png")
+    pooled, labels = paragraphs(_weights(pred), pooling)  # (P, T): a row a paragraph
+    view = ReviewText(pred.tokens, len(pooled), caption(pred, pooling), pooling=pooling, scale=scale)
+    return save_figure(view.draw(pooled, labels), folder / f"{index:04d}_text.png")
 
 
 def save_attention_page(

@@ -23,11 +23,11 @@ def metrics_files(run_dir: str | Path) -> list[Path]:
 def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
     """Every row of the run's metrics files, oldest first: `{"step": ..., "<name>": value, ...}` with
     the names each row logged (a CSV row leaves the others empty)."""
-    rows = []
+    records = []
     for path in metrics_files(run_dir):
         with path.open(newline="") as f:
-            rows += [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
-    return rows
+            records += [{k: float(v) for k, v in r.items() if v not in ("", None)} for r in csv.DictReader(f)]
+    return records
 
 
 def final_metrics(run_dir: str | Path) -> dict[str, float]:
