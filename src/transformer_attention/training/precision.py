@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Protocol, cast
 
 import lightning as L
 import torch
@@ -17,6 +18,12 @@ log = logging.getLogger(__name__)
 
 CANDIDATES = ("32-true", "bf16-mixed")
 MARGIN = 0.9  # bf16 must take at most 90% of fp32's time: a tie keeps fp32's accuracy
+
+
+class Steps(Protocol):
+    """What `pick_precision` times: a module's `model_step(batch)`, whose first value is the loss."""
+
+    def model_step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]: ...
 
 
 def auto_precision(module: L.LightningModule, datamodule: L.LightningDataModule, accelerator: str) -> str:
@@ -40,7 +47,7 @@ def pick_precision(module: L.LightningModule, batch: dict[str, torch.Tensor], st
                 samples = []
                 for _ in range(steps + 1):
                     start = time.perf_counter()
-                    module.model_step(batch)[0].backward()
+                    cast(Steps, module).model_step(batch)[0].backward()
                     samples.append(time.perf_counter() - start)
             module.zero_grad(set_to_none=True)
             times[precision] = min(samples[1:])  # the first step warms up

@@ -153,7 +153,8 @@ def check_trainer(trainer: Mapping[str, Any], prefix: str) -> None:
 
 def check_devices(trainer: Mapping[str, Any], prefix: str) -> None:
     """`precision=auto` times one process; CPU processes fit the cores; a GPU run has the GPUs it asks for."""
-    accelerator, devices, precision = trainer.get("accelerator"), trainer.get("devices"), trainer.get("precision")
+    accelerator, precision = trainer.get("accelerator"), trainer.get("precision")
+    devices: Any = trainer.get("devices")  # a number, a string, a list of device ids, or None
     strategy = trainer.get("strategy", "auto")
     strategy = str(strategy.get("_target_", strategy) if isinstance(strategy, Mapping) else strategy).rsplit(".", 1)[-1]
     if precision == "auto" and (devices not in (1, "1", None) or "ddp" in strategy.lower()):
