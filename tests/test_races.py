@@ -70,23 +70,27 @@ def race(folder: Path, tmp_path: Path, commands: list[list[str]]) -> list[tuple[
     return done
 
 
+REFUSED = ("checkpoint error: ", "config error: ")  # how a refused entry point's one line starts
+
+
 def check_one_ran(folder: Path, done: list[tuple[subprocess.CompletedProcess, dict]], won: str | None = None) -> int:
-    """Exactly one process won (exited 0, or printed `won`) and every other was refused in one line (exit status 1)
-    naming the folder; the folder holds what the winner left in it, byte for byte. Returns the winner's index."""
+    """Exactly one process won (exited 0, or printed `won`) and every other was refused (exit status 1, no traceback)
+    in one line naming the folder, whatever warnings a loaded machine adds around it; the folder holds what the
+    winner left in it, byte for byte. Returns the winner's index."""
     winners = [i for i, (p, _) in enumerate(done) if (won in p.stdout + p.stderr if won else p.returncode == 0)]
     assert len(winners) == 1, [(p.returncode, p.stderr[-500:]) for p, _ in done]
     for i, (proc, _) in enumerate(done):
         if i == winners[0]:
             continue
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        assert proc.returncode == 1 and len(lines) == 1, proc.stderr[-3000:]
-        assert lines[0].startswith(("checkpoint error: ", "config error: ")) and str(folder) in lines[0], lines[0]
+        refusals = [line for line in proc.stderr.splitlines() if line.startswith(REFUSED)]
+        assert proc.returncode == 1 and len(refusals) == 1, proc.stderr[-3000:]
+        assert str(folder) in refusals[0] and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert digests(folder) == done[winners[0]][1]  # nothing the others did changed, added or removed a file
     return winners[0]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n", [2, 3, 5])
+@pytest.mark.parametrize("n", [2, 3])  # more racers than the 2 cores would race the machine, not the folder
 def test_of_n_trainings_started_into_one_new_folder_one_runs_and_keeps_its_files(tmp_path: Path, n: int):
     folder = tmp_path / "run"
     log_dir = f"paths.log_dir={tmp_path / 'outputs'}"
