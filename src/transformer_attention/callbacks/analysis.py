@@ -18,10 +18,9 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lightning as L
-import torch
 from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
@@ -38,6 +37,7 @@ from ..data.toy import deciding_words_for
 from ..errors import ConfigError
 from ..files import shown
 from ..inference import probabilities
+from ..model.classifier import TransformerClassifier
 from .console import seconds
 from .sinks import image_loggers, log_image, log_text
 
@@ -68,6 +68,11 @@ def keep_analysis(result: Analysis, folder: Path, loggers: Sequence[Logger], ste
         table = "\n".join(result.faithfulness.table())
         log_text(loggers, "analysis/faithfulness", f"{table}\n\n{READING}", step)
     log_text(loggers, "analysis/summary", "\n".join(f"    {line}" for line in summary(result)), step)
+
+
+def classifier_of(pl_module: L.LightningModule) -> TransformerClassifier:
+    """The TransformerClassifier a module trains, its `net` (ClassifierModule's; LightningModule declares none)."""
+    return cast(TransformerClassifier, pl_module.net)
 
 
 class ModelAnalysis(Callback):
@@ -107,7 +112,7 @@ class ModelAnalysis(Callback):
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.started = time.perf_counter()
-        dm = trainer.datamodule
+        dm = trainer.datamodule  # type: ignore[attr-defined]  # Lightning sets it, undeclared
         splits = getattr(dm, "splits", {})
         if not self.names or getattr(dm, "tokenizer", None) is None or HEADS_SPLIT not in splits:
             self.plan = None
@@ -119,13 +124,14 @@ class ModelAnalysis(Callback):
         if self.plan is None or not trainer.is_global_zero or trainer.interrupted:
             return
         fit_seconds = time.perf_counter() - self.started
-        dm = trainer.datamodule
-        estimate = self.estimate(pl_module.net, dm.splits)
+        dm = trainer.datamodule  # type: ignore[attr-defined]  # Lightning sets it, undeclared
+        estimate = self.estimate(classifier_of(pl_module), dm.splits)
         self.cost = {"fit_seconds": fit_seconds, "estimated_seconds": estimate}
         if self.max_cost is not None and estimate > self.max_cost * fit_seconds:
             saved = self.saved_checkpoint(trainer)
             if saved is None:
-                why = "a fast_dev_run saves none" if trainer.fast_dev_run else "this run saved none"
+                fast_dev_run = trainer.fast_dev_run  # type: ignore[attr-defined]  # Lightning sets it, undeclared
+                why = "a fast_dev_run saves none" if fast_dev_run else "this run saved none"
                 log.info("model analysis skipped: it needs a checkpoint and %s (python evaluate.py analyses=...)", why)
                 return
             log.info(
@@ -155,14 +161,14 @@ class ModelAnalysis(Callback):
         )
 
     @staticmethod
-    def kept_model(trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[torch.nn.Module, str]:
+    def kept_model(trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[TransformerClassifier, str]:
         """The model the run keeps and what it is: the best checkpoint's weights in a copy of the module's net (read
         by the trainer's own checkpoint loader, weights only), or the net as fit ends when there is no best."""
         best = getattr(trainer.checkpoint_callback, "best_model_path", "") or ""
         if not best or not Path(best).is_file():
-            return pl_module.net, "the weights at the end of fit"
+            return classifier_of(pl_module), "the weights at the end of fit"
         state = trainer.strategy.load_checkpoint(best, weights_only=True)["state_dict"]
-        net = copy.deepcopy(pl_module.net)
+        net = copy.deepcopy(classifier_of(pl_module))
         net.load_state_dict({k.removeprefix("net."): v for k, v in state.items() if k.startswith("net.")})
         return net, f"the best checkpoint {Path(best).name}"
 
@@ -172,7 +178,7 @@ class ModelAnalysis(Callback):
         none (a fast_dev_run)."""
         best = getattr(trainer.checkpoint_callback, "best_model_path", "") or ""
         candidates = [Path(best)] if best else []
-        candidates += [Path(c.dirpath) / "last.ckpt" for c in trainer.checkpoint_callbacks if getattr(c, "dirpath", "")]
+        candidates += [Path(d) / "last.ckpt" for c in trainer.checkpoint_callbacks if (d := getattr(c, "dirpath", ""))]
         return next((path for path in candidates if path.is_file()), None)
 
     def command(self, ckpt: str) -> str:
@@ -190,12 +196,13 @@ class ModelAnalysis(Callback):
             + data
         )
 
-    def estimate(self, net: torch.nn.Module, splits: Mapping[str, Any]) -> float:
+    def estimate(self, net: TransformerClassifier, splits: Mapping[str, Any]) -> float:
         """Seconds the planned analyses would take: one timed forward pass over the validation rows (after a few
         rows warm the model up at the analyses' batch size) gives the seconds per token, and each analysis says how
         many rows it runs through the model for the rows it will read (heads.py's and faithfulness.py's `passes`: a
         backward counted as two forward passes), each row about as long as the mean of those rows."""
         s, chosen = self.settings, self.plan
+        assert chosen is not None  # on_fit_end estimates a run that has a plan
         rows = list(splits[HEADS_SPLIT].ids)
         probabilities(net, rows[:WARM_ROWS], batch_size=s.batch_size)  # a cold first pass took 2.4x a warm one
         start = time.perf_counter()

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
+from ..data.batches import EncodedDataset
 from ..data.labels import names_or_ids
 from ..data.tokenizer import encode
 from ..plotting.html import save_attention_html
@@ -25,7 +27,7 @@ class Example:
     token ids ([CLS] first), `label` its true class (None for a given text or a pretraining window)."""
 
     name: str
-    ids: Sequence[int]
+    ids: Sequence[int] | np.ndarray
     label: int | None
     text: str
 
@@ -72,19 +74,21 @@ def choose_examples(datamodule: Any, split: str, k: int, texts: Sequence[str], l
     """`k` examples of the datamodule's `split` (`pick_examples`; none when it lacks the split), then `texts`.
     Where the split keeps no texts (pretraining windows) an example's text is decoded from its ids; where the
     module predicts no labels (`labelled` False) no example has one."""
-    data = getattr(datamodule, "splits", {}).get(split)
-    picked = pick_examples(data.labels, [len(ids) for ids in data.ids], k) if data else []
-    kept = getattr(data, "texts", None)
+    data: EncodedDataset | None = getattr(datamodule, "splits", {}).get(split)
     tok = datamodule.tokenizer
-    examples = [
-        Example(
-            name=f"example_{j}",
-            ids=data.ids[i],
-            label=int(data.labels[i]) if labelled else None,
-            text=kept[i] if kept else tok.decode([int(t) for t in data.ids[i]]),
-        )
-        for j, i in enumerate(picked)
-    ]
+    examples: list[Example] = []
+    if data:
+        picked = pick_examples(data.labels, [len(ids) for ids in data.ids], k)
+        kept = getattr(data, "texts", None)
+        examples = [
+            Example(
+                name=f"example_{j}",
+                ids=data.ids[i],
+                label=int(data.labels[i]) if labelled else None,
+                text=kept[i] if kept else tok.decode([int(t) for t in data.ids[i]]),
+            )
+            for j, i in enumerate(picked)
+        ]
     own = encode(tok, list(texts), datamodule.max_length) if texts else []
     return examples + [
         Example(f"text_{j}", ids, None, text) for j, (ids, text) in enumerate(zip(own, texts, strict=True))

@@ -108,7 +108,8 @@ class SaveOnInterrupt(Callback):
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         self._restore_handler()
         interrupted = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
-        if not interrupted or trainer.state.fn != "fit" or trainer.sanity_checking or trainer.fast_dev_run:
+        fast_dev_run = trainer.fast_dev_run  # type: ignore[attr-defined]  # Lightning sets it, undeclared
+        if not interrupted or trainer.state.fn != "fit" or trainer.sanity_checking or fast_dev_run:
             return
         callback = trainer.checkpoint_callback
         dirpath = getattr(callback, "dirpath", None) or str(Path(trainer.default_root_dir) / "checkpoints")

@@ -17,7 +17,8 @@ class LearningRateLogger(Callback):
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: object, idx: int) -> None:
         step = trainer.global_step
-        if step == self._last_step or step % max(1, trainer.log_every_n_steps):
+        every = trainer.log_every_n_steps  # type: ignore[attr-defined]  # Lightning sets it, undeclared
+        if step == self._last_step or step % max(1, every):
             return  # logged for this step already (gradient accumulation), or not a logging step
         self._last_step = step
         rates: dict[str, float] = {}

@@ -39,7 +39,7 @@ class ClassificationReport(Callback):
         self.metrics: MetricCollection | None = None
 
     def on_test_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        C = pl_module.hparams.num_classes
+        C = pl_module.hparams["num_classes"]
         self.metrics = MetricCollection(
             {
                 "confusion": MulticlassConfusionMatrix(C),
@@ -60,9 +60,11 @@ class ClassificationReport(Callback):
     ) -> None:
         if not isinstance(outputs, Mapping) or "preds" not in outputs:
             raise TypeError(f"ClassificationReport needs test_step to return {{'preds', 'labels'}}, got {outputs!r}")
+        assert self.metrics is not None  # made by on_test_epoch_start
         self.metrics.update(outputs["preds"], outputs["labels"])
 
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        assert self.metrics is not None  # made by on_test_epoch_start
         result = {k: v.cpu() for k, v in self.metrics.compute().items()}  # synced across processes
         names = label_names(trainer, pl_module, result["confusion"].shape[0])
         lines = ["| class | precision | recall | f1 | support |", "|---|---|---|---|---|"]

@@ -149,7 +149,7 @@ def main(cfg: DictConfig) -> float | None:
         metrics = train(cfg)
     except SIGTERMException as stop:  # SIGTERM or Ctrl-C: last.ckpt is saved, the resume command logged
         raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
-    if rank_zero_only.rank == 0:  # type: ignore[attr-defined]  # Lightning sets it on the function; undeclared
+    if rank_zero_only.rank == 0:  # type: ignore[attr-defined]  # Lightning sets it, undeclared
         save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
     print(f"final metrics ({shown(cfg.paths.output_dir)}):\n{format_metrics(metrics)}")
     name = cfg.get("optimized_metric")
