@@ -16,7 +16,7 @@ from conftest import entry_env
 
 from transformer_attention import compat
 
-FIXED = "upstream fixed it: remove the workaround from compat.py, its guard and this test"
+FIXED = "still there; a pass (XPASS) means upstream fixed it: remove the workaround, its guard and this test"
 
 
 def run_python(code: str) -> str:
