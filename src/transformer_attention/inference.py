@@ -114,22 +114,12 @@ def forward_batches(
 ) -> Iterator[tuple[Batch, ClassifierOutput]]:
     """Each batch and what `forward` gives for it, in turn. `head_mask`: (L, H) for every row, or (N, L, H), one
     per row of what `batched` was given (1 keeps a head, 0 masks its output)."""
+    asked = {"need_weights": need_weights, "grad": grad, "need_norms": need_norms}
     for batch in batches:
         gates = None if head_mask is None else head_mask.to(batch.ids.device)
         if gates is not None and gates.dim() == 3:
             gates = gates[batch.index]  # (B, L, H): this batch's rows
-        yield (
-            batch,
-            forward(
-                model,
-                batch.ids,
-                batch.mask,
-                need_weights=need_weights,
-                head_mask=gates,
-                grad=grad,
-                need_norms=need_norms,
-            ),
-        )
+        yield batch, forward(model, batch.ids, batch.mask, head_mask=gates, **asked)
 
 
 def logit_function(model: nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
