@@ -105,11 +105,11 @@ class AttentionMapLogger(Callback):
 
     # ---- fit -----------------------------------------------------------------------------------
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        dm = trainer.datamodule
+        dm = trainer.datamodule  # type: ignore[attr-defined]  # Lightning sets it, undeclared
         if getattr(dm, "tokenizer", None) is None:
             log.warning("AttentionMapLogger: the datamodule has no tokenizer; no attention maps")
             return
-        if trainer.fast_dev_run:
+        if trainer.fast_dev_run:  # type: ignore[attr-defined]  # Lightning sets it, undeclared
             log.info("no attention maps in a fast_dev_run (it logs nothing)")
             return
         if not image_loggers(trainer.loggers):
@@ -145,7 +145,8 @@ class AttentionMapLogger(Callback):
             own = f", {self.writer.seconds:.2f} s on their own thread" if self.writer.background else ""
             log.info(
                 "%s at %s, %.2f s on the training thread%s",
-                *(plural(self.cost["images"], "image"), plural(self.cost["logs"], "step"), self.cost["seconds"], own),
+                *(plural(int(self.cost["images"]), "image"), plural(int(self.cost["logs"]), "step")),
+                *(self.cost["seconds"], own),
             )
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
@@ -165,7 +166,7 @@ class AttentionMapLogger(Callback):
         if not self.examples or not writers:
             return
         start = time.perf_counter()
-        dm, step = trainer.datamodule, trainer.global_step
+        dm, step = trainer.datamodule, trainer.global_step  # type: ignore[attr-defined]  # Lightning sets it, undeclared
         results = infer(pl_module, [e.ids for e in self.examples], need_weights=True)
         drawn = infer(pl_module, [e.ids for e in self.examples], need_norms=True) if self.kind == "norm" else results
         labelled = getattr(pl_module, "predicts_labels", True)
@@ -182,10 +183,12 @@ class AttentionMapLogger(Callback):
             description = f"{example.name}: {quoted} \u00b7 maps: {MAP_KINDS[self.kind]}"  # TensorBoard shows the first
             at = f"{self.tag}/{example.name}"
             table.append(f"| {example.name} | {table_cell(example.text)} | {table_cell(truth)} | {table_cell(said)} |")
-            layers = map_shares(drawn_from.attentions, self.kind)  # each (H, T, T): weights, or weight x norm shares
-            norms = drawn_from.attentions if self.kind == "norm" else None  # the page's map switch
+            attentions, drawn_maps = result.attentions, drawn_from.attentions
+            assert attentions is not None and drawn_maps is not None  # infer gives them: need_weights, need_norms
+            layers = map_shares(drawn_maps, self.kind)  # each (H, T, T): weights, or weight x norm shares
+            norms = drawn_maps if self.kind == "norm" else None  # the page's map switch
             caption = f"{quoted}; pred: {said} at step {step}"
-            self.last.append(Logged(example.name, tokens, result.attentions, caption, norms))
+            self.last.append(Logged(example.name, tokens, attentions, caption, norms))
             shares = pooled_rollout(attention_rollout(layers), pooling)  # (T,)
             keep = key_window(shares, self.max_tokens)
             grid, bars = self._figures(example, tokens, keep, layers[0].shape[0], names, pooling)
@@ -247,6 +250,7 @@ class AttentionMapLogger(Callback):
         """The example's text view (`ReviewText`), built at its first logged step."""
         if example.name not in self.views:
             title = example.title(names, None, pooling)
-            look = {"pooling": pooling, "scale": self.scale, "kind": self.kind}
-            self.views[example.name] = ReviewText(tokens, n_paragraphs, title, status=True, **look)
+            self.views[example.name] = ReviewText(
+                tokens, n_paragraphs, title, status=True, pooling=pooling, scale=self.scale, kind=self.kind
+            )
         return self.views[example.name]

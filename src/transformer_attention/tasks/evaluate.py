@@ -19,6 +19,7 @@ from ..analysis.plan import HEADS_SPLIT, plan
 from ..analysis.run import Analysis, run_analyses
 from ..analysis.write import summary
 from ..callbacks.analysis import keep_analysis
+from ..data.tokenizer import ready
 from ..data.toy import deciding_words_for
 from ..errors import CheckpointError
 from ..training.builders import TrainerBuilder, build_data, build_loggers, instantiate_group, logged_metrics, plain
@@ -62,7 +63,7 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     if not chosen.names:
         return logged_metrics(trainer), None
     result = run_analyses(
-        module.net, chosen, splits=datamodule.splits, tokenizer=datamodule.tokenizer,
+        module.net, chosen, splits=datamodule.splits, tokenizer=ready(datamodule.tokenizer),
         label_names=module.hparams.get("label_names"), deciding_words=deciding_words_for(datamodule),
     )  # fmt: skip
     folder, label = Path(cfg.paths.output_dir) / "analysis", f"checkpoint {Path(cfg.ckpt_path).name}"

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 from hydra.utils import get_object, instantiate
@@ -29,6 +29,10 @@ from omegaconf import OmegaConf
 from ..compat import continue_csv_header, fast_event_checksums
 from .checkpoint import AtomicCheckpointIO
 from .precision import auto_precision
+
+if TYPE_CHECKING:
+    from ..data.datamodule import ReviewDataModule
+    from ..module import ClassifierModule
 
 log = logging.getLogger(__name__)
 
@@ -88,17 +92,20 @@ class TrainerBuilder:
             trainer = trainer if precision == "32-true" else self._make(precision)
         batches, limit = len(datamodule.train_dataloader()), trainer.limit_train_batches
         batches = min(batches, limit) if isinstance(limit, int) else int(batches * (1.0 if limit is None else limit))
-        if 0 < batches < trainer.log_every_n_steps:
+        if 0 < batches < trainer.log_every_n_steps:  # type: ignore[attr-defined]  # Lightning sets it, undeclared
             every = "every step" if batches == 1 else f"every {batches} steps"
             log.info("%d training batch%s an epoch: logging %s", batches, "" if batches == 1 else "es", every)
-            trainer.log_every_n_steps = batches  # what Lightning warns about otherwise, naming site-packages
+            # what Lightning warns about otherwise, naming site-packages
+            trainer.log_every_n_steps = batches  # type: ignore[attr-defined]  # Lightning sets it, undeclared
         return trainer
 
 
-def build_data(data: Mapping[str, Any], **settings: Any) -> L.LightningDataModule:
-    """The data group's datamodule with `settings` on top (a checkpoint's or pretrained encoder's tokenizer, where
-    to save it). DDP ranks > 0 take the tokenizer rank 0 saved in the run folder: one vocabulary for all."""
-    if "tokenizer" not in settings and rank_zero_only.rank > 0:
+def build_data(data: Mapping[str, Any], **settings: Any) -> ReviewDataModule:
+    """The data group's datamodule (a ReviewDataModule, or a class with its interface) with `settings` on top (a
+    checkpoint's or pretrained encoder's tokenizer, where to save it). DDP ranks > 0 take the tokenizer rank 0 saved
+    in the run folder: one vocabulary for all."""
+    rank = rank_zero_only.rank  # type: ignore[attr-defined]  # Lightning sets it, undeclared
+    if "tokenizer" not in settings and rank > 0:
         settings["tokenizer"] = rank_zero_tokenizer(Path(settings["output_dir"]) / "tokenizer.json")
     return instantiate(data, **settings)
 
@@ -114,12 +121,12 @@ def rank_zero_tokenizer(path: Path, timeout_s: float = 3600.0) -> str:
             return text
         except (OSError, ValueError):
             if time.monotonic() > deadline:
-                rank = rank_zero_only.rank
+                rank = rank_zero_only.rank  # type: ignore[attr-defined]  # Lightning sets it, undeclared
                 raise RuntimeError(f"rank {rank}: rank 0 wrote no tokenizer to {path} in {timeout_s:.0f} s") from None
             time.sleep(1.0)
 
 
-def build_model(make_model: Any, datamodule: Any) -> L.LightningModule:
+def build_model(make_model: Any, datamodule: Any) -> ClassifierModule:
     """The model group's module (`make_model`: its partial) sized by the data, its vocabulary and label names
     inside."""
     return make_model(
@@ -136,8 +143,7 @@ def test_best(
 ) -> dict[str, float]:
     """Test the best checkpoint of this fit, else `fallback` (the checkpoint a run without training was given),
     else the weights as they are; returns every logged metric as a float."""
-    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-    best = best or fallback or ""
+    best = getattr(trainer.checkpoint_callback, "best_model_path", "") or fallback or ""
     if not best:
         log.warning("no best checkpoint: testing the weights as they are at the end of training")
     for lg in trainer.loggers if trainer.is_global_zero else []:  # other ranks hold no writer
