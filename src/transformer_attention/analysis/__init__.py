@@ -1,8 +1,9 @@
 """Which heads and which words matter, measured on a trained classifier: head importance by masking each head
 and by the gradient score (heads.py, Michel et al. 2019), token attributions by eight methods (attributions.py:
 attention and rollout, of the weights and of the norm-weighted maps, gradient x input, Integrated Gradients,
-leave-one-out, random) and how faithful each is by the ERASER measures (faithfulness.py, DeYoung et al. 2020). plan.py checks what a run asks for before any work,
-run.py runs it (every forward pass through inference.py), write.py draws and writes what it found.
+leave-one-out, random) and how faithful each is by the ERASER measures (faithfulness.py, DeYoung et al. 2020).
+plan.py checks what a run asks for before any work, run.py runs it (every forward pass through inference.py),
+write.py draws and writes what it found.
 
 The names below load with their module on first use (PEP 562): `analysis.settings`, all that a config check
 needs, imports no torch. `plan()` is imported from `analysis.plan`, the module of the same name.

@@ -170,8 +170,8 @@ def _labels(batch: Batch) -> torch.Tensor:
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman's rank correlation of two (L, H) tables (ties ranked by their mean, as scipy's spearmanr; torchmetrics'
-    is loaded with Lightning, scipy.stats would add a second of start-up); NaN when either is constant."""
+    """Spearman's rank correlation of two (L, H) tables (torchmetrics', ties ranked by their mean as scipy's spearmanr
+    ranks them); NaN when either is constant."""
     if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan")
     ranked = [torch.as_tensor(x.ravel(), dtype=torch.float64) for x in (a, b)]
