@@ -122,7 +122,8 @@ def test_the_wait_from_the_load(threads: int, cores: int, elsewhere: float, wait
         ({}, 1.0, ThreadPolicy(threads=2, wait="PASSIVE", why_wait="PASSIVE (other processes busy on the cores)")),
         # the user's count: still the wait from the load, for that count
         ({"OMP_NUM_THREADS": "2"}, 1.0, ThreadPolicy(None, "PASSIVE", "PASSIVE (other processes busy on the cores)")),
-        ({"OMP_NUM_THREADS": "1"}, 1.0, ThreadPolicy(threads=None, wait=None, why_wait="its own (the cores idle)")),
+        ({"OMP_NUM_THREADS": "1"}, 1.0, ThreadPolicy(None, None, "its own (one thread: none waits for another)")),
+        ({"OMP_NUM_THREADS": "many"}, 1.0, ThreadPolicy(threads=None, wait=None, why_wait="its own")),  # torch's
         ({"OMP_WAIT_POLICY": "ACTIVE"}, 1.0, ThreadPolicy(2, None, "OMP_WAIT_POLICY=ACTIVE (yours)")),
         ({"OMP_WAIT_POLICY": ""}, 1.0, ThreadPolicy(2, None, "OMP_WAIT_POLICY= (yours)")),  # set, even empty
         ({"GOMP_SPINCOUNT": "1000"}, 1.0, ThreadPolicy(2, None, "GOMP_SPINCOUNT=1000 (yours)")),  # libgomp's own
@@ -130,6 +131,11 @@ def test_the_wait_from_the_load(threads: int, cores: int, elsewhere: float, wait
 )
 def test_the_policy_from_the_load_and_the_users_settings(env: dict[str, str], elsewhere: float, expected):
     assert thread_policy(cores=2, elsewhere=elsewhere, env=env) == expected
+
+
+def test_the_wait_beside_cores_to_spare():
+    policy = thread_policy(cores=2, elsewhere=1.0, env={}, affinity=8)  # a quota of 2 of 8 cores, 1 of them busy
+    assert policy == ThreadPolicy(threads=2, wait=None, why_wait="its own (enough cores idle)")
 
 
 def test_the_users_count():

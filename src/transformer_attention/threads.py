@@ -185,7 +185,12 @@ def thread_policy(cores: int, elsewhere: float, env: Mapping[str, str], affinity
         return ThreadPolicy(threads=threads, wait=None, why_wait=f"{', '.join(own)} (yours)")
     count = user_threads(env) if threads is None else threads
     wait = None if count is None else wait_policy(count, affinity or cores, elsewhere)
-    why = "PASSIVE (other processes busy on the cores)" if wait else "its own (the cores idle)"
+    if wait is not None:
+        why = "PASSIVE (other processes busy on the cores)"
+    elif count is None or count == 1:
+        why = "its own" + (" (one thread: none waits for another)" if count else "")
+    else:
+        why = "its own (the cores idle)" if elsewhere < BUSY_SHARE else "its own (enough cores idle)"
     return ThreadPolicy(threads=threads, wait=wait, why_wait=why)
 
 
