@@ -34,7 +34,7 @@ from ..plotting.text import ReviewText, paragraphs
 from ..plotting.windows import key_window, window_labels
 from ..plotting.words import POOLED_ROW
 from .console import plural
-from .examples import Example, Logged, choose_examples, label_names, pooling_of, save_pages, table_cell
+from .examples import Example, Logged, choose_examples, label_names, maps_of, pooling_of, save_pages, table_cell
 from .sinks import ImageWriter, image_loggers, log_text
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class AttentionMapLogger(Callback):
         self.pages: list[Path] = []  # the interactive pages written at the end of fit
         self.validations = 0  # validation epochs run, sanity check excluded
         self.last_logged_step: int | None = None
-        self.cost = {"logs": 0, "images": 0, "seconds": 0.0}  # logged at the end of fit
+        self.cost: dict[str, Any] = {"logs": 0, "images": 0, "seconds": 0.0}  # logged at the end of fit
 
     # ---- fit -----------------------------------------------------------------------------------
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -143,11 +143,8 @@ class AttentionMapLogger(Callback):
             self.write_pages(Path(trainer.default_root_dir) / "attention", pl_module.hparams.get("pooling", "cls"))
         if self.cost["logs"]:
             own = f", {self.writer.seconds:.2f} s on their own thread" if self.writer.background else ""
-            log.info(
-                "%s at %s, %.2f s on the training thread%s",
-                *(plural(int(self.cost["images"]), "image"), plural(int(self.cost["logs"]), "step")),
-                *(self.cost["seconds"], own),
-            )
+            log.info("%s at %s, %.2f s on the training thread%s", plural(self.cost["images"], "image"),
+                     plural(self.cost["logs"], "step"), self.cost["seconds"], own)  # fmt: skip
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         self.writer.close()  # the images of the steps logged so far are written, not dropped
@@ -183,12 +180,10 @@ class AttentionMapLogger(Callback):
             description = f"{example.name}: {quoted} \u00b7 maps: {MAP_KINDS[self.kind]}"  # TensorBoard shows the first
             at = f"{self.tag}/{example.name}"
             table.append(f"| {example.name} | {table_cell(example.text)} | {table_cell(truth)} | {table_cell(said)} |")
-            attentions, drawn_maps = result.attentions, drawn_from.attentions
-            assert attentions is not None and drawn_maps is not None  # infer gives them: need_weights, need_norms
-            layers = map_shares(drawn_maps, self.kind)  # each (H, T, T): weights, or weight x norm shares
-            norms = drawn_maps if self.kind == "norm" else None  # the page's map switch
+            layers = map_shares(maps_of(drawn_from), self.kind)  # each (H, T, T): weights, or weight x norm shares
+            norms = maps_of(drawn_from) if self.kind == "norm" else None  # the page's map switch
             caption = f"{quoted}; pred: {said} at step {step}"
-            self.last.append(Logged(example.name, tokens, attentions, caption, norms))
+            self.last.append(Logged(example.name, tokens, maps_of(result), caption, norms))
             shares = pooled_rollout(attention_rollout(layers), pooling)  # (T,)
             keep = key_window(shares, self.max_tokens)
             grid, bars = self._figures(example, tokens, keep, layers[0].shape[0], names, pooling)
@@ -250,7 +245,6 @@ class AttentionMapLogger(Callback):
         """The example's text view (`ReviewText`), built at its first logged step."""
         if example.name not in self.views:
             title = example.title(names, None, pooling)
-            self.views[example.name] = ReviewText(
-                tokens, n_paragraphs, title, status=True, pooling=pooling, scale=self.scale, kind=self.kind
-            )
+            self.views[example.name] = ReviewText(tokens, n_paragraphs, title, status=True, pooling=pooling,
+                                                  scale=self.scale, kind=self.kind)  # fmt: skip
         return self.views[example.name]

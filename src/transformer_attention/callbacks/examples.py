@@ -14,6 +14,7 @@ import torch
 from ..data.batches import EncodedDataset
 from ..data.labels import names_or_ids
 from ..data.tokenizer import encode
+from ..inference import RowOutput
 from ..plotting.html import save_attention_html
 from ..plotting.windows import window_note
 from ..plotting.words import POOLED_ROW
@@ -93,6 +94,12 @@ def choose_examples(datamodule: Any, split: str, k: int, texts: Sequence[str], l
     return examples + [
         Example(f"text_{j}", ids, None, text) for j, (ids, text) in enumerate(zip(own, texts, strict=True))
     ]
+
+
+def maps_of(output: RowOutput) -> list[torch.Tensor]:
+    """The (H, T, T) map per layer that `infer(..., need_weights=True)` (or `need_norms=True`) gave `output`."""
+    assert output.attentions is not None, "infer gives maps with need_weights=True or need_norms=True"
+    return output.attentions
 
 
 def label_names(trainer: Any, pl_module: Any, num_classes: int) -> list[str]:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
 from tokenizers import Tokenizer
-from torch.utils.data import DataLoader, Dataset, RandomSampler, Subset
+from torch.utils.data import DataLoader, RandomSampler, Subset
 
 from ..errors import DataError
 from ..files import atomic_write
@@ -52,7 +52,7 @@ class ReviewDataModule(L.LightningDataModule):
         self,
         name: str = "toy",
         path: str | None = None,
-        data_files: Mapping[str, Any] | Sequence[str] | str | None = None,
+        data_files: dict[str, Any] | list[str] | str | None = None,
         text_column: str = "text",
         label_column: str = "label",
         split_names: dict[str, str | None] | None = None,
@@ -113,15 +113,14 @@ class ReviewDataModule(L.LightningDataModule):
     # ---- loading -------------------------------------------------------------------------
     def _load_raw(self) -> dict[str, Columns]:
         """Checked raw splits as {"train"|"validation"|"test": {"text": [...], "label": [ids]}}."""
-        class_names: list[str] | None
-        if self.name == "toy" and not (self.path or self.data_files):
-            raw, class_names = make_toy_splits(self.toy_size, seed=self.seed, val_fraction=0.1), TOY_LABEL_NAMES
-        else:
+        if self.path or self.data_files or self.name != "toy":
             raw, class_names = load_columns(
                 self.name, path=self.path, data_files=self.data_files, text_column=self.text_column,
                 label_column=self.label_column, split_names=self.split_names, encoding=self.encoding,
                 rationale_column=self.rationale_column,
             )  # fmt: skip
+        else:  # the built-in toy set
+            raw, class_names = make_toy_splits(self.toy_size, seed=self.seed, val_fraction=0.1), TOY_LABEL_NAMES
         for split in list(raw):
             raw[split] = drop_empty(raw[split], split, self.text_column)
         labels = {split: cols["label"] for split, cols in raw.items()}
@@ -208,8 +207,7 @@ class ReviewDataModule(L.LightningDataModule):
 
     @property
     def num_classes(self) -> int:
-        if self.label_names is None:
-            raise RuntimeError("the data has no label names yet: call its setup() first, or give label_names")
+        assert self.label_names is not None, "the data has no label names yet: call its setup() first"
         return len(self.label_names)
 
     @property
@@ -228,28 +226,18 @@ class ReviewDataModule(L.LightningDataModule):
         return self.splits[split]
 
     def _loader(self, split: str, train: bool) -> DataLoader[dict[str, Any]]:
-        dataset = self._dataset(split)
-        served: Dataset[dict[str, Any]] = dataset
-        if not train:  # a fixed shuffle (files are often sorted by label): limit_val_batches sees every class
-            order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(self.split_seed))
-            served = Subset(dataset, order.tolist())
-        workers, persistent = self.num_workers, self.num_workers > 0
+        dataset, workers = self._dataset(split), self.num_workers
+        loader = partial(DataLoader, collate_fn=collate, num_workers=workers, persistent_workers=workers > 0)
         if train and self.bucket_by_length:
             sampler = BucketBatchSampler(
                 RandomSampler(dataset), self.batch_size, drop_last=False, lengths=dataset.lengths, seed=self.seed
             )
-            return DataLoader(
-                served, batch_sampler=sampler, collate_fn=collate, num_workers=workers, persistent_workers=persistent
-            )
-        batch_size = self.batch_size if train else self.eval_batch_size
-        return DataLoader(
-            served,
-            batch_size=batch_size,
-            shuffle=train,
-            collate_fn=collate,
-            num_workers=workers,
-            persistent_workers=persistent,
-        )
+            return loader(dataset, batch_sampler=sampler)
+        if train:
+            return loader(dataset, batch_size=self.batch_size, shuffle=True)
+        # a fixed shuffle (files are often sorted by label): limit_val_batches sees every class
+        order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(self.split_seed))
+        return loader(Subset(dataset, order.tolist()), batch_size=self.eval_batch_size, shuffle=False)
 
     def train_dataloader(self) -> DataLoader[dict[str, Any]]:
         return self._loader("train", train=True)

@@ -33,7 +33,6 @@ from .style import (
     STATUS_COLOUR,
     TITLE_PX,
     Frame,
-    Rect,
     add_axes_first,
     as_numpy,
     colors,
@@ -90,7 +89,7 @@ class AttentionGrid:
         self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
         self.status, self.status_xy = draw_header(fig, title, status)
         self.boxes: list[tuple[int, int]] = []  # (top, left) px of each panel's cells
-        self._rects: list[Rect] = []  # each panel's axes, in figure fractions: made by the first `draw`
+        self._rects: list[tuple[float, float, float, float]] = []  # panels' axes in figure fractions: by `draw`
         self.axes: list[Axes] = []
         self.images: list[AxesImage] = []
         copied, copies = [], []  # labels the static frame copies from the first panel's pixels, not draws
@@ -106,20 +105,13 @@ class AttentionGrid:
             fig.text((left + side / 2) / W, 1 - (top - 3) / H, panel_titles[p], fontsize=TITLE_PX, ha="center")
             for i, label in enumerate(labels):
                 centre = (i + 0.5) * cell
-                key = fig.text(  # key i under the panel
-                    (left + centre) / W,
-                    1 - (top + side + 3) / H,
-                    label,
-                    fontsize=FONT_PX,
-                    rotation=90,
-                    ha="center",
-                    va="top",
-                )
+                # key i under the panel
+                key = fig.text((left + centre) / W, 1 - (top + side + 3) / H, label, fontsize=FONT_PX, rotation=90,
+                               ha="center", va="top")  # fmt: skip
                 copied += [key] if p else []
                 if c == 0:  # query i left of the row
-                    query = fig.text(
-                        (left - 3) / W, 1 - (top + centre) / H, label, fontsize=FONT_PX, ha="right", va="center"
-                    )
+                    query = fig.text((left - 3) / W, 1 - (top + centre) / H, label, fontsize=FONT_PX, ha="right",
+                                     va="center")  # fmt: skip
                     copied += [query] if p else []
             self.boxes.append((top, left))
         draw_colorbar(fig, f"{MAP_KINDS[check_kind(kind)]} \u00b7 {scale_note(scale)}")
@@ -142,10 +134,8 @@ class AttentionGrid:
             self.prepare()  # the static frame first: the panels' axes are made for a draw only
             blank = np.zeros((self.n, self.n), dtype=np.float32)
             self.axes = add_axes_first(self.fig, self._rects)
-            self.images = [
-                ax.imshow(blank, cmap=CMAP, norm=NORM, resample=False, interpolation="nearest", aspect="auto")
-                for ax in self.axes
-            ]
+            self.images = [ax.imshow(blank, cmap=CMAP, norm=NORM, resample=False, interpolation="nearest",
+                                     aspect="auto") for ax in self.axes]  # fmt: skip
         for image, panel in zip(self.images, self._check(maps), strict=True):
             image.set_data(scaled(panel, self.scale))
         if self.status is not None:
