@@ -19,6 +19,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.plugins.precision import MixedPrecision
+from lightning.pytorch.utilities.types import OptimizerLRSchedulerConfig
 from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
@@ -76,7 +77,7 @@ class EncoderModule(L.LightningModule):
         self.tokenizer_json = checkpoint.get("tokenizer", self.tokenizer_json)
 
     # ---- optimisation --------------------------------------------------------------------
-    def configure_optimizers(self) -> dict:
+    def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
         optimizer = build_optimizer(self, unfused_where_clipped(self.optimizer_factory, self.trainer))
         total = int(self.trainer.estimated_stepping_batches)
         scheduler = build_schedule(optimizer, self.scheduler_factory, total_steps=total)
@@ -163,14 +164,14 @@ class ClassifierModule(EncoderModule):
         """(loss, predictions, labels) of a batch; in training with the regularisers the settings ask for
         (model.word_dropout, model.adversarial_eps: model/regularizers.py)."""
         ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
-        smoothing = self.hparams.label_smoothing
+        smoothing = self.hparams["label_smoothing"]
 
         def loss_of(logits: torch.Tensor) -> torch.Tensor:
             return F.cross_entropy(logits.float(), labels, label_smoothing=smoothing)
 
-        eps = self.hparams.adversarial_eps if train else 0.0
+        eps = self.hparams["adversarial_eps"] if train else 0.0
         if train:
-            mask = word_dropout(mask, self.hparams.word_dropout)
+            mask = word_dropout(mask, self.hparams["word_dropout"])
         if eps > 0:
             loss, logits, adversarial = adversarial_loss(self.net, ids, mask, loss_of, eps)
             self.log("train/adversarial_loss", adversarial, on_step=False, on_epoch=True)
@@ -229,10 +230,9 @@ def param_groups(module: torch.nn.Module, factory: Any) -> list[dict]:
     """Weight decay on the weight matrices only: none on biases and LayerNorms (as BERT and nanoGPT)
     and, unlike them, none on the embeddings, whose rare-word rows it would shrink towards zero."""
     wd = getattr(factory, "keywords", {}).get("weight_decay", 0.01) if factory is not None else 0.01
-    decay, no_decay = [], []
-    for name, p in module.named_parameters():
-        if p.requires_grad:
-            (decay if p.dim() >= 2 and "embedding" not in name else no_decay).append(p)
+    trained = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
+    decay = [p for name, p in trained if p.dim() >= 2 and "embedding" not in name]
+    no_decay = [p for name, p in trained if p.dim() < 2 or "embedding" in name]
     return [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}]
 
 

@@ -9,14 +9,21 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_face
 from .config import ATTENTION_IMPLS, EncoderConfig
 
-if TYPE_CHECKING:
-    from .attention import MultiHeadAttention, scaled_dot_product_attention, sdpa_attention  # noqa: F401
-    from .chunked import chunked_attention  # noqa: F401
-    from .classifier import ClassifierOutput, TransformerClassifier  # noqa: F401
-    from .encoder import TransformerEncoder, TransformerEncoderLayer  # noqa: F401
-    from .masks import causal_mask, padding_mask  # noqa: F401
-    from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding  # noqa: F401
-    from .probes import gated_heads, norm_weighted_forward  # noqa: F401
+if TYPE_CHECKING:  # `X as X`: the names this package exports, for type checkers
+    from .attention import MultiHeadAttention as MultiHeadAttention
+    from .attention import scaled_dot_product_attention as scaled_dot_product_attention
+    from .attention import sdpa_attention as sdpa_attention
+    from .chunked import chunked_attention as chunked_attention
+    from .classifier import ClassifierOutput as ClassifierOutput
+    from .classifier import TransformerClassifier as TransformerClassifier
+    from .encoder import TransformerEncoder as TransformerEncoder
+    from .encoder import TransformerEncoderLayer as TransformerEncoderLayer
+    from .masks import causal_mask as causal_mask
+    from .masks import padding_mask as padding_mask
+    from .positional import LearnedPositionalEncoding as LearnedPositionalEncoding
+    from .positional import SinusoidalPositionalEncoding as SinusoidalPositionalEncoding
+    from .probes import gated_heads as gated_heads
+    from .probes import norm_weighted_forward as norm_weighted_forward
 
 _NAMES_BY_MODULE = {
     "attention": ("MultiHeadAttention", "scaled_dot_product_attention", "sdpa_attention"),
