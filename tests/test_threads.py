@@ -145,10 +145,11 @@ def test_the_users_count():
 
 def test_the_log_line_names_the_count_and_why():
     assert ThreadPolicy(2, "PASSIVE", "PASSIVE (other processes busy on the cores)").describe(2) == (
-        "threads: 2 (the usable cores; OMP_NUM_THREADS sets another count), "
+        "torch threads: 2 (the usable cores; OMP_NUM_THREADS sets another count), "
         "OpenMP wait: PASSIVE (other processes busy on the cores)"
     )
-    assert ThreadPolicy(None, None, "its own (the cores idle)").describe(3).startswith("threads: 3 (OMP_NUM_THREADS)")
+    users = ThreadPolicy(None, None, "its own (the cores idle)")
+    assert users.describe(3).startswith("torch threads: 3 (OMP_NUM_THREADS)")
 
 
 def test_busy_seconds_from_proc_stat():

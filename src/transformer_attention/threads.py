@@ -173,7 +173,7 @@ class ThreadPolicy:
     def describe(self, threads: int) -> str:
         """The run's log line, `threads` being the count torch runs with."""
         whose = "OMP_NUM_THREADS" if self.threads is None else "the usable cores; OMP_NUM_THREADS sets another count"
-        return f"threads: {threads} ({whose}), OpenMP wait: {self.why_wait}"
+        return f"torch threads: {threads} ({whose}), OpenMP wait: {self.why_wait}"
 
 
 def thread_policy(cores: int, elsewhere: float, env: Mapping[str, str], affinity: int | None = None) -> ThreadPolicy:

@@ -46,11 +46,16 @@ class ShortFormat(logging.Formatter):
         return text
 
 
+# this project's loggers whose lines only the file keeps: the thread count and OpenMP's wait (threads.py)
+FILE_ONLY_LOGGERS = (f"{PROJECT}.threads",)
+
+
 class FileOnly(logging.Filter):
-    """Keeps the lines in `FILE_ONLY` off the console (set on its handler; the file handler keeps them)."""
+    """Keeps the lines in `FILE_ONLY`, and those of `FILE_ONLY_LOGGERS`, off the console (set on its handler; the
+    file handler keeps them)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(FILE_ONLY)
+        return record.name not in FILE_ONLY_LOGGERS and not str(record.msg).startswith(FILE_ONLY)
 
 
 def check_command_line(argv: Sequence[str] | None = None) -> None:

@@ -91,7 +91,7 @@ def run(task: str, cfg: DictConfig) -> Any:
         if run_dir is None or not resumed_in_place(cfg.get("ckpt_path"), run_dir):
             start_run_log()  # its own new folder
         quiet_console()  # each log line once, no tips (after the config check: it imports Lightning)
-        use_threads()  # and logs the count: `threads: 2 (the usable cores; ...), OpenMP wait: ...`
+        use_threads()  # and logs to the run's file `torch threads: 2 (the usable cores; ...), OpenMP wait: ...`
         if in_sweep() and spawn_ddp(cfg.get("trainer")):
             log.info("DDP in a multirun: ranks are spawned (trainer.strategy=%s)", cfg.trainer.strategy)
         if task in SHOWS_TREE and run_dir is not None and is_rank_zero():
