@@ -15,6 +15,7 @@ from torch import nn
 
 from .chunked import chunked_attention
 from .config import DEFAULT_ATTENTION_IMPL, check_encoder
+from .dropout import check_dropout_p, live_p
 from .masks import causal_mask, dead_rows_if_any, expand_mask, padding_mask
 
 __all__ = [
@@ -58,8 +59,7 @@ def sdpa_attention(
 ) -> torch.Tensor:
     """torch's fused kernel with this project's convention: q (B, H, Tq, Dk), k and v (B, H, Tk, Dk)
     -> out (B, H, Tq, Dk), zeros (and zero gradients) on a row with no key."""
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p={dropout_p} must be in [0, 1)")
+    check_dropout_p(dropout_p)
     mask = expand_mask(mask, q.shape[0], q.shape[-2], k.shape[-2])  # (B|1, H|1, Tq|1, Tk)
     # dead: (B|1, H|1, Tq|1, 1), or None where no query is without a key
     if mask is None or (dead := dead_rows_if_any(mask)) is None:
@@ -85,13 +85,13 @@ def _math(
 def _sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Dropout
 ) -> torch.Tensor:
-    return sdpa_attention(q, k, v, mask, dropout_p=dropout.p if dropout.training else 0.0)
+    return sdpa_attention(q, k, v, mask, dropout_p=live_p(dropout))
 
 
 def _chunked(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Dropout
 ) -> torch.Tensor:
-    return chunked_attention(q, k, v, mask, dropout_p=dropout.p if dropout.training else 0.0)
+    return chunked_attention(q, k, v, mask, dropout_p=live_p(dropout))
 
 
 KERNELS: dict[str, Kernel] = {"math": _math, "sdpa": _sdpa, "chunked": _chunked}

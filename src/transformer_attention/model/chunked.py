@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .dropout import dropout_threshold, keep_mask
+from .dropout import check_dropout_p, dropout_threshold, keep_mask
 from .masks import dead_rows_if_any, expand_mask
 
 # elements in one (bb, H, bq, bk) score tile of the chunked path: 4 MiB in fp32, so a tile and
@@ -37,7 +37,7 @@ def chunked_attention(
     q (B, H, Tq, Dk), k and v (B, H, Tk, Dk) -> out (B, H, Tq, Dk). No Tq x Tk tensor exists in
     forward or backward. Rows with no key give zeros. `dropout_p` drops weights (0 outside training).
     """
-    _check_p(dropout_p)
+    check_dropout_p(dropout_p)
     B, H, Tq, _ = q.shape
     Tk = k.shape[-2]
     mask = expand_mask(mask, B, Tq, Tk)  # (B|1, H|1, Tq|1, Tk)
@@ -46,11 +46,6 @@ def chunked_attention(
     # torch types Function.apply as untyped: the forward below says what it returns
     out: torch.Tensor = _ChunkedAttention.apply(q, k, v, bias, float(dropout_p), blocks)  # type: ignore[no-untyped-call]
     return out if dead is None else out.masked_fill(dead, 0.0)  # (B, H, Tq, Dk)
-
-
-def _check_p(p: float) -> None:
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout_p={p} must be in [0, 1)")
 
 
 def _open_bias(mask: torch.Tensor | None, dtype: torch.dtype) -> tuple[torch.Tensor | None, torch.Tensor | None]:

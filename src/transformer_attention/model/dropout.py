@@ -18,6 +18,17 @@ from torch import nn
 EXACT_SCALE = (torch.float32, torch.float64)  # dtypes that hold 1 / (1 - p) as the scalar product uses it
 
 
+def check_dropout_p(p: float) -> None:
+    """A ValueError unless 0 <= p < 1: what the attention kernels take as `dropout_p`."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout_p={p} must be in [0, 1)")
+
+
+def live_p(dropout: nn.Dropout) -> float:
+    """The probability `dropout` drops with now: its p in training, 0 in eval (what a kernel's `dropout_p` takes)."""
+    return dropout.p if dropout.training else 0.0
+
+
 def dropout_threshold(p: float) -> tuple[int, float]:
     """p as keep_mask's threshold (p rounded to a multiple of 2^-15) and the matching 1 / (1 - p)."""
     if not 0.0 <= p < 1.0:
