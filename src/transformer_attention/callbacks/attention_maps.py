@@ -232,8 +232,13 @@ class AttentionMapLogger(Callback):
             title = example.title(names, keep, pooling)
             panels = [f"head {h}" for h in range(heads)] + (["mean of heads"] if self._with_mean(heads) else [])
             kept, rollout = window_labels(tokens, keep), f"{title} \u00b7 attention rollout"
-            grid = AttentionGrid(kept, panels, title, status=True, scale=self.scale, kind=self.kind)
-            bars = RolloutBars(kept, rollout, status=True, scale=self.scale, kind=self.kind) if self.rollout else None
+            n = len(tokens)  # the uniform scale's n: the whole text, not the window
+            grid = AttentionGrid(kept, panels, title, status=True, scale=self.scale, kind=self.kind, length=n)
+            bars = (
+                RolloutBars(kept, rollout, status=True, scale=self.scale, kind=self.kind, length=n)
+                if self.rollout
+                else None
+            )
             for figure in (grid, bars) if bars is not None else (grid,):
                 figure.prepare()
             self.figures[example.name] = (keep, grid, bars)

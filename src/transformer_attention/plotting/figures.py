@@ -45,12 +45,21 @@ from .style import (
 )
 
 
+def of_text(length: int | None, shown: int) -> int:
+    """The text's length in tokens, the n of the `uniform` scale: `length`, or the `shown` tokens when not given;
+    a window of a longer text is coloured as the whole text's weights are (an even spread is half)."""
+    if length is not None and length < shown:
+        raise ValueError(f"length={length}: a text shown with {shown} tokens has at least {shown}")
+    return shown if length is None else length
+
+
 class AttentionGrid:
     """Heatmaps of one text's attention: a panel per map (e.g. each head, then their mean), `ncols` per row
     (fewer when they would not fit TensorBoard's image card, `CARD_PX`, at the smallest cell), coloured on
     `scale` (scales.py) with a colour bar at the bottom that says which. The tokens label the keys under every
     panel and the queries left of each row (the panels of a row share them). Sized so that a 12-token text in
-    two columns, and up to 24 tokens in one, fit the card at actual size: labels stay 9 px high.
+    two columns, and up to 24 tokens in one, fit the card at actual size: labels stay 9 px high. `length`: the
+    whole text's tokens when `tokens` are a window of it (the `uniform` scale's n, `of_text`).
 
     `draw(maps)` returns the figure; `render(maps, status)` its pixels, fast: the labels are drawn once and
     each call only writes the cells (as arrays) and the one-line `status` (say, the step and prediction)."""
@@ -65,11 +74,12 @@ class AttentionGrid:
         status: bool = False,
         scale: str = DEFAULT_SCALE,
         kind: str = "weight",
+        length: int | None = None,
     ) -> None:
         n, P = len(tokens), len(panel_titles)
         if n == 0 or P == 0:
             raise ValueError(f"an attention grid needs tokens and panels, got {n} tokens and {P} panels")
-        self.n, self.P, self.scale = n, P, check_scale(scale)
+        self.n, self.P, self.scale, self.length = n, P, check_scale(scale), of_text(length, n)
         self.labels = labels = [short_label(t) for t in tokens]
         margin = int(6 + max(text_px(t, FONT_PX) for t in labels))  # room for the token labels
 
@@ -137,7 +147,7 @@ class AttentionGrid:
             self.images = [ax.imshow(blank, cmap=CMAP, norm=NORM, resample=False, interpolation="nearest",
                                      aspect="auto") for ax in self.axes]  # fmt: skip
         for image, panel in zip(self.images, self._check(maps), strict=True):
-            image.set_data(scaled(panel, self.scale))
+            image.set_data(scaled(panel, self.scale, self.length))
         if self.status is not None:
             self.status.set_text(status or "")
         return self.fig
@@ -149,7 +159,7 @@ class AttentionGrid:
         out = self._frame.pixels()
         side = self.cell * self.n
         for (top, left), panel in zip(self.boxes, m, strict=True):
-            cells = colors(scaled(panel, self.scale))  # (n, n, 3)
+            cells = colors(scaled(panel, self.scale, self.length))  # (n, n, 3)
             out[top : top + side, left : left + side] = cells.repeat(self.cell, axis=0).repeat(self.cell, axis=1)
         if self.status is not None and status:
             write_texts(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
@@ -159,8 +169,9 @@ class AttentionGrid:
 class RolloutBars:
     """Horizontal bars, one per input token (top to bottom in text order): the share of each token in the
     pooled vector the classifier reads (`pooled_rollout`), on a fixed 0-1 axis, coloured on `scale` as the
-    maps are (the shares a row), each with its value. `draw(shares)` returns the figure, `render(shares, status)`
-    its pixels (the axes drawn once; bars written as arrays, values and status as texts)."""
+    maps are (the shares a row, over the whole text's `length` tokens), each with its value. `draw(shares)`
+    returns the figure, `render(shares, status)` its pixels (the axes drawn once; bars written as arrays, values
+    and status as texts)."""
 
     ROW_PX = 16
 
@@ -172,11 +183,12 @@ class RolloutBars:
         status: bool = False,
         scale: str = DEFAULT_SCALE,
         kind: str = "weight",
+        length: int | None = None,
     ) -> None:
         n = len(tokens)
         if n == 0:
             raise ValueError("rollout bars need at least one token")
-        self.n, self.scale = n, check_scale(scale)
+        self.n, self.scale, self.length = n, check_scale(scale), of_text(length, n)
         self.labels = labels = [short_label(t) for t in tokens]
         margin = int(8 + max(text_px(t, FONT_PX) for t in labels))
         W = CARD_PX
@@ -224,7 +236,8 @@ class RolloutBars:
             ax.set(xlim=(0, 1), ylim=(self.n - 0.5, -0.5))  # the first token on top
             self.bars = list(ax.barh(range(self.n), np.zeros(self.n), height=0.75, color=colormaps[CMAP](0.0)))
             self.values = [ax.text(0, i, "", va="center", ha="left", fontsize=FONT_PX - 1) for i in range(self.n)]
-        for bar, text, value, colour in zip(self.bars, self.values, s, colors(scaled(s, self.scale)), strict=True):
+        shades = colors(scaled(s, self.scale, self.length))
+        for bar, text, value, colour in zip(self.bars, self.values, s, shades, strict=True):
             bar.set_width(float(value))
             bar.set_color(colour / 255)
             text.set_x(float(value) + 0.01)
@@ -238,7 +251,7 @@ class RolloutBars:
         out = self._frame.pixels()
         pad = round(self.ROW_PX * 0.125)  # bars are 0.75 of a row high
         values = []
-        for i, (value, colour) in enumerate(zip(s, colors(scaled(s, self.scale)), strict=True)):
+        for i, (value, colour) in enumerate(zip(s, colors(scaled(s, self.scale, self.length)), strict=True)):
             length = int(round(float(np.clip(value, 0, 1)) * self.width))
             top = self.top + i * self.ROW_PX
             out[top + pad : top + self.ROW_PX - pad, self.left : self.left + length] = colour

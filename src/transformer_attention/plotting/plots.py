@@ -71,7 +71,8 @@ def plot_attention(
 
     `tokens` label both axes (queries down, keys across). A text longer than `max_tokens` shows the tokens
     `keep`, by default the keys its pooled row (`pooling`, the heads' mean) reads most with their neighbours
-    (`key_window`); a gap is marked `…` and the title says so. Strip padding before calling.
+    (`key_window`); a gap is marked `…` and the title says so, and the colours are those of the whole text (the
+    `uniform` scale's n is its length). Strip padding before calling.
     """
     attention_window(tokens, weights, None)  # shapes checked
     full = as_numpy(weights)
@@ -90,7 +91,7 @@ def plot_attention(
         raise ValueError(f"{len(panel_titles)} panel titles for {H} attention maps")
     note = window_note(len(keep), len(tokens), POOLED_ROW[pooling])
     title = (f"{title}  ({note})" if title else note) if note else title
-    return AttentionGrid(shown, panel_titles, title, ncols=ncols, scale=scale).draw(maps)
+    return AttentionGrid(shown, panel_titles, title, ncols=ncols, scale=scale, length=len(tokens)).draw(maps)
 
 
 def plot_rollout(
@@ -111,7 +112,7 @@ def plot_rollout(
     keep = key_window(shares, len(tokens) if max_tokens is None else max_tokens)
     note = window_note(len(keep), len(tokens), f"{POOLED_ROW[pooling]} through all layers")
     title = (f"{title}  ({note})" if title else note) if note else title
-    return RolloutBars(window_labels(tokens, keep), title, scale=scale).draw(shares[keep])
+    return RolloutBars(window_labels(tokens, keep), title, scale=scale, length=len(tokens)).draw(shares[keep])
 
 
 def plot_confusion_matrix(

@@ -59,16 +59,17 @@ def scale_note(scale: str) -> str:
     return f"{check_scale(scale)} scale: {SCALES[scale]}"
 
 
-def scaled(weights: np.ndarray | torch.Tensor, scale: str = DEFAULT_SCALE) -> np.ndarray:
-    """`weights` (..., n), rows along the last axis, mapped to colour values in [0, 1] by `scale`: `fixed`
+def scaled(weights: np.ndarray | torch.Tensor, scale: str = DEFAULT_SCALE, n: int | None = None) -> np.ndarray:
+    """`weights` (..., m), rows along the last axis, mapped to colour values in [0, 1] by `scale`: `fixed`
     keeps them, `row` divides each row by its largest weight, `uniform` maps w to w·n / (w·n + 1), so that
-    a head that reads its n keys alike is drawn at half colour whatever n is."""
+    a head that reads its n keys alike is drawn at half colour whatever n is. `n`: the keys the rows spread
+    over, by default m; a map cut to a window of a longer text passes the text's length."""
     w = np.clip(as_numpy(weights).astype(np.float64), 0.0, None)
     check_scale(scale)
     if scale == "row":
         top = w.max(axis=-1, keepdims=True) if w.size else w
         return np.divide(w, top, out=np.zeros_like(w), where=top > 0)
     if scale == "uniform":
-        r = w * w.shape[-1]
+        r = w * (w.shape[-1] if n is None else n)
         return r / (r + 1.0)
     return np.clip(w, 0.0, 1.0)
