@@ -28,6 +28,7 @@ from ..training.builders import (
     instantiate_group,
     logged_metrics,
     plain,
+    random_embedding_trains,
     test_best,
 )
 from ..training.checkpoint import expect_checkpoints
@@ -48,6 +49,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     """Fit and test as the config says; returns every logged metric as a float."""
     epochs = cfg.trainer.get("max_epochs") if cfg.get("train", True) else None
     model_settings = plain(cfg.model)
+    random_embedding_trains(cfg.model, model_settings)
     resume = Resume.of(cfg.get("ckpt_path"), model_settings, cfg.paths.output_dir, epochs)  # fails here, at once
     if resume.in_place:
         expect_checkpoints(cfg.paths.output_dir)  # its checkpoints/ holds the first run's: no warning about it

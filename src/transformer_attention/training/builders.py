@@ -6,7 +6,8 @@ loggers, the trainer, the data and the model. Each special case of building sits
 - `precision=auto` picks the faster of fp32 and bf16 once a model and a batch exist (precision.py);
 - an epoch of fewer batches than `log_every_n_steps` logs once an epoch, not never;
 - TensorBoard's event files get their checksums from C (compat.fast_event_checksums);
-- DDP ranks > 0 read rank 0's tokenizer rather than training their own.
+- DDP ranks > 0 read rank 0's tokenizer rather than training their own;
+- a model that starts from random embeddings never holds them fixed (`random_embedding_trains`).
 
 Each builder takes its group's node (a mapping of `_target_` entries, as Hydra composed it), never the run's config.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +125,19 @@ def rank_zero_tokenizer(path: Path, timeout_s: float = 3600.0) -> str:
                 rank = rank_zero_only.rank  # type: ignore[attr-defined]  # Lightning sets it, undeclared
                 raise RuntimeError(f"rank {rank}: rank 0 wrote no tokenizer to {path} in {timeout_s:.0f} s") from None
             time.sleep(1.0)
+
+
+def random_embedding_trains(model: MutableMapping[str, Any], *copies: MutableMapping[str, Any]) -> None:
+    """No `init_from` (random embeddings): `freeze_embedding_epochs`, which holds loaded word vectors fixed, is set
+    to 0 in `model` and its `copies` (the run's recorded config), with one warning; a random embedding held fixed
+    leaves the first epochs' model guessing one class."""
+    epochs = model.get("freeze_embedding_epochs") or 0
+    if model.get("init_from") or not epochs:
+        return
+    log.warning("model.freeze_embedding_epochs=%s holds loaded word vectors fixed; this run starts from random "
+                "embeddings (model.init_from=null), so they train from the first epoch", epochs)  # fmt: skip
+    for settings in (model, *copies):
+        settings["freeze_embedding_epochs"] = 0
 
 
 def build_model(make_model: Any, datamodule: Any) -> ClassifierModule:
