@@ -37,6 +37,19 @@ def test_ngram_ids_match_a_python_reference(n: int):
     assert all(len(buckets) == 1 for buckets in grams.values())  # one bucket per n-gram, wherever it is
 
 
+@pytest.mark.parametrize("length", [1, 2, 3])
+def test_ngrams_longer_than_the_text_match_the_reference(length: int):
+    """n > T (ngram_max=8 on a one-word text): each position's n-gram is pads then the text, as the reference."""
+    tokens = torch.tensor([[7, 11, 13][:length], [5, 3, 2][:length]])
+    for n in (4, 8, 50):
+        ids = ngram_ids(tokens, n, vocab_size=30, buckets=101, pad_id=PAD_ID)
+        for r, row in enumerate(tokens.tolist()):
+            padded = [PAD_ID] * (n - 1) + row
+            assert ids[r].tolist() == [reference_bucket(tuple(padded[t : t + n]), 30, 101) for t in range(length)]
+    embed = TokenEmbedding(30, 8, padding_idx=PAD_ID, ngram_buckets=101, ngram_max=50)
+    assert embed(tokens).shape == (2, length, 8)
+
+
 def test_large_vocabularies_do_not_overflow():
     tokens = torch.tensor([[49_999, 49_998, 49_997, 12]])
     for n in (2, 3):

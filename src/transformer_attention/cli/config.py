@@ -22,7 +22,7 @@ from ..data.settings import check_data_settings
 from ..errors import ConfigError
 from ..pretraining.settings import PretrainConfig
 from ..training.settings import ModelConfig, check_trainer
-from .rules import check_joint, check_loggers, check_run, check_task_keys
+from .rules import check_callbacks, check_joint, check_loggers, check_run, check_task_keys
 
 
 def register_schemas() -> None:
@@ -64,11 +64,27 @@ def check_groups(cfg: DictConfig) -> None:
     check_joint(model, data)
     check_run(_values(cfg))
     check_loggers(_values(cfg.get("logger")))
-    check_analysis_settings(_values(cfg.get("analysis")))
+    analysis = _values(cfg.get("analysis"))
+    settings_of(AnalysisConfig, analysis, "analysis.", "the analyses")  # `+analysis.key=...`: a key it lacks
+    check_analysis_settings(analysis)
     check_analyses(cfg.get("analyses"))
-    analysis_callback = _values(cfg.get("callbacks")).get("model_analysis")
+    callbacks = _values(cfg.get("callbacks"))
+    check_callbacks(callbacks)
+    analysis_callback = callbacks.get("model_analysis")
     if isinstance(analysis_callback, dict):
         check_analyses(analysis_callback.get("analyses"), key="callbacks.model_analysis.analyses")
+
+
+WORDS = ("analysis.target",)  # keys that take a word where `true`/`false` are words too (a class named true)
+
+
+def read_words(cfg: DictConfig) -> None:
+    """`analysis.target=true` as the word it spells: Hydra reads `true` as a boolean, which a text key holds as
+    'True'; here it is 'true' again (in place), as the guide and the class names write it."""
+    for key in WORDS:
+        value = OmegaConf.select(cfg, key, default=None)
+        if value in ("True", "False"):
+            OmegaConf.update(cfg, key, value.lower())
 
 
 def check_added_keys(cfg: DictConfig, overrides: list[str], groups: list[str]) -> None:

@@ -1,13 +1,15 @@
 """The console a person reads: short log lines (`ShortFormat`: time and source, the level only where it is not INFO),
-Lightning's lines that only the run's log file needs kept out of the console (`FileOnly`), and a command line
+Lightning's lines that only the run's log file needs kept out of the console (`FileOnly`), written to stdout as it is
+at each line (`ConsoleHandler`: above a live progress display, not under its redraw), and a command line
 read before Hydra reads it (`check_command_line`), so that a text Hydra cannot parse ends in one line that names
-the quoting that works, instead of Hydra's own lexer error. conf/hydra/default.yaml installs the first two."""
+the quoting that works, instead of Hydra's own lexer error. conf/hydra/default.yaml installs the first three."""
 
 from __future__ import annotations
 
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 PROJECT = "transformer_attention"
 # Lightning's lines that say nothing a run's console needs (the file keeps them): the seed, accelerators this
@@ -46,6 +48,20 @@ class ShortFormat(logging.Formatter):
         return text
 
 
+class ConsoleHandler(logging.StreamHandler):  # type: ignore[type-arg]  # generic in typeshed only
+    """Log lines to `sys.stdout` as it is when each line is written, not when logging was set up: while a live
+    display runs (the terminal's progress bars) its stand-in stdout prints them above the display, which would
+    otherwise redraw over them."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:  # StreamHandler sets the stream it was given: always stdout here
+        pass
+
+
 # this project's loggers whose lines only the file keeps: the thread count and OpenMP's wait (threads.py)
 FILE_ONLY_LOGGERS = (f"{PROJECT}.threads",)
 
@@ -65,7 +81,11 @@ def check_command_line(argv: Sequence[str] | None = None) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
+    from .overrides import catch_composition_errors
+
     args = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # this process's own command: a key or value Hydra refuses while composing is one line too
+        catch_composition_errors(args)
     multirun = any(a in ("-m", "--multirun") for a in args)
     parser = OverridesParser.create()
     for i, arg in enumerate(args):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from ..checks import is_whole
+from ..checks import is_number, is_whole
 from ..errors import ConfigError
 
 
@@ -37,7 +37,7 @@ def check_task_keys(task: str | None, overrides: list[str]) -> None:
         fix = f"pretrain.{key}={value}" if "." in key else f"{group}@pretrain.{group}={value}"
         raise ConfigError(
             f"{override} sets the fine-tuning's {group}, which pretrain.py does not run: the pretraining's is "
-            f"pretrain.{group} (e.g. {fix})"
+            f"pretrain.{group}: e.g. {fix}"
         )
 
 
@@ -90,3 +90,28 @@ def check_loggers(loggers: dict) -> None:
                     f"logger={name} needs {module}, which is not installed: pip install -e '.[{extra}]' "
                     f"(or leave it out: logger.{name}=null)"
                 )
+
+
+# the callbacks' arguments no schema types (a `_target_` node takes what its class does): (is it allowed, what it
+# must be, an example); an `abc` where a number belongs fails here, not as a TypeError when the callback is built
+CALLBACK_RULES = {
+    "model_analysis.normalized": (lambda v: isinstance(v, bool), "true or false", "true"),
+    "model_analysis.max_cost": (lambda v: is_number(v) and v >= 0, "a number >= 0 (a share of the fit's time)", 0.25),
+    "attention_maps.text_heads": (lambda v: is_whole(v, 0), "a whole number >= 0 (0: none)", 2),
+    "attention_maps.num_examples": (lambda v: is_whole(v, 1), "a whole number >= 1", 4),
+    "attention_maps.every_n_epochs": (lambda v: is_whole(v, 1), "a whole number >= 1", 2),
+    "attention_maps.max_tokens": (lambda v: is_whole(v, 2), "a whole number >= 2", 24),
+    **{
+        f"attention_maps.{key}": (lambda v: isinstance(v, bool), "true or false", "true")
+        for key in ("mean", "rollout", "text", "html", "background")
+    },
+}
+
+
+def check_callbacks(callbacks: dict) -> None:
+    """The callbacks' arguments that CALLBACK_RULES types, where that callback is on."""
+    for path, (ok, allowed, example) in CALLBACK_RULES.items():
+        name, key = path.split(".")
+        entry = callbacks.get(name)
+        if isinstance(entry, dict) and key in entry and not ok(entry[key]):
+            raise ConfigError(f"callbacks.{path}={entry[key]!r} must be {allowed}: e.g. callbacks.{path}={example}")

@@ -30,7 +30,8 @@ from ..compat import quiet_console
 from ..errors import JobFailed, UserError
 from ..files import atomic_write, drop_run_log, resumed_in_place, start_run_log
 from ..threads import choose_threads, use_threads
-from .config import check_config
+from .config import check_config, read_words
+from .overrides import release
 from .rundir import RunDirBusy, claim_run_dir, give_up, is_rank_zero
 from .tree import print_config_tree
 
@@ -76,6 +77,7 @@ FAILED_FILE = "failed.json"  # a sweep's job that failed: its error kind and mes
 
 def run(task: str, cfg: DictConfig) -> Any:
     """Check `cfg`, then run `TASKS[task]`'s `main(cfg)`, as this module's docstring says."""
+    release()  # the config composed: a task's own errors are reported as Hydra reports them
     choose_threads()  # before torch is imported: OpenMP reads its wait policy (chosen from the load) when it starts
     first = "torch" not in sys.modules  # this process's first run: it imports torch, Lightning and the task
     if first:
@@ -88,6 +90,7 @@ def run(task: str, cfg: DictConfig) -> Any:
         if in_sweep():
             start_run_log()  # a job's own folder in a sweep's: its log records a failure too
         check_config(cfg, task)
+        read_words(cfg)
         if run_dir is None or not resumed_in_place(cfg.get("ckpt_path"), run_dir):
             start_run_log()  # its own new folder
         quiet_console()  # each log line once, no tips (after the config check: it imports Lightning)

@@ -8,6 +8,7 @@ Standard library only: a config is checked in about a second, before torch is im
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Optional
@@ -87,6 +88,7 @@ def check_encoder(values: Mapping[str, Any], prefix: str = "") -> None:
         value = values.get(key)
         if value is not None and (not is_number(value) or not 0 <= value < 1):
             raise ValueError(f"{prefix}{key}={value!r} must be a number in [0, 1): e.g. {prefix}{key}=0.1")
+    check_ngram_table(values, prefix)
     choices = {"attention_impl": ATTENTION_IMPLS, "pooling": POOLINGS, "positional": POSITIONALS}
     for key, allowed in {**choices, "activation": ACTIVATIONS}.items():
         choice = values.get(key, allowed[0])
@@ -94,3 +96,31 @@ def check_encoder(values: Mapping[str, Any], prefix: str = "") -> None:
             similar = closest(choice, allowed)
             fix = f"did you mean {prefix}{key}={similar}?" if similar else f"use {prefix}{key}={allowed[0]}"
             raise ValueError(f"{prefix}{key}={choice!r} is not one of {', '.join(allowed)}: {fix}")
+
+
+TABLE_SHARE = 8  # an n-gram table may take up to 1/8 of the memory: training holds it 4 times (weights, gradients,
+# AdamW's two moments), so at most half the memory goes to it
+
+
+def memory_bytes() -> int | None:
+    """This machine's physical memory in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_ngram_table(values: Mapping[str, Any], prefix: str = "") -> None:
+    """Refuse an n-gram table (`ngram_buckets` x `d_model` float32) over 1/TABLE_SHARE of the machine's memory,
+    before it is allocated, with its size in the message."""
+    buckets, d = values.get("ngram_buckets"), values.get("d_model", 64)
+    memory = memory_bytes()
+    if not (is_whole(buckets, 1) and is_whole(d, 1)) or memory is None or buckets * d * 4 * TABLE_SHARE <= memory:
+        return
+    fits = 1 << max(0, (memory // (TABLE_SHARE * 4 * d)).bit_length() - 1)  # the largest power of two that fits
+    raise ValueError(
+        f"{prefix}ngram_buckets={buckets} makes a {buckets * d * 4 / 1e9:.1f} GB n-gram table ({buckets} x "
+        f"{prefix}d_model={d} float32), more than 1/{TABLE_SHARE} of this machine's {memory / 1e9:.1f} GB of memory "
+        f"(training holds it 4 times: weights, gradients, AdamW's two moments): e.g. "
+        f"{prefix}ngram_buckets={min(fits, WHOLE_NUMBERS['ngram_buckets'][1])}"
+    )

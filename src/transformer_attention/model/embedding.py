@@ -26,10 +26,12 @@ def ngram_ids(tokens: torch.Tensor, n: int, vocab_size: int, buckets: int, pad_i
     """(B, T) bucket of the n tokens ending at each position (before the first token, `pad_id` stands in).
     The same n-gram gets the same bucket wherever it is; n-grams of different lengths hash apart; distinct
     n-grams share a bucket only by hash collision."""
+    t = tokens.shape[1]
+    # (B, n - 1 + T): n - 1 pads before the text, so every n-gram is whole, also for n > T (a one-word text)
+    padded = torch.cat([tokens.new_full((tokens.shape[0], n - 1), pad_id), tokens], dim=1)
     h = torch.full_like(tokens, n - 2)
-    for back in range(n - 1, -1, -1):  # the oldest token first
-        earlier = torch.full_like(tokens[:, :back], pad_id)
-        h = (h * vocab_size + torch.cat([earlier, tokens[:, : tokens.shape[1] - back]], dim=1)) % _PRIME
+    for start in range(n):  # the oldest token first: the n-grams' i-th tokens are padded[:, start : start + T]
+        h = (h * vocab_size + padded[:, start : start + t]) % _PRIME
     return ((h * _A + _B) % _PRIME) % buckets
 
 

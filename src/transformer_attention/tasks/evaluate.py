@@ -16,7 +16,7 @@ import lightning as L
 from omegaconf import DictConfig
 
 from ..analysis.plan import HEADS_SPLIT, plan
-from ..analysis.run import Analysis, run_analyses
+from ..analysis.run import Analysis, run_analyses, target_classes
 from ..analysis.write import summary
 from ..callbacks.analysis import keep_analysis
 from ..data.tokenizer import ready
@@ -37,6 +37,8 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     if not cfg.get("ckpt_path"):
         raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
     module = load_module(cfg.ckpt_path)
+    if cfg.get("analyses"):  # the class explained is named among the checkpoint's classes before any data is read
+        target_classes(cfg.analysis.target, [0], module.hparams["label_names"], module.net.head.out_features, 0)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True)
     # every _target_ a user can change, tried before any data

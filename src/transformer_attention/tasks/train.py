@@ -16,6 +16,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, open_dict
 
+from ..analysis.run import target_classes
 from ..data.unlabelled import HubUnavailable
 from ..errors import ConfigError
 from ..files import shown, start_run_log
@@ -70,6 +71,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if cfg.get("test", True):
         datamodule.require_split("test", fix=TEST_SPLIT_FIX)  # checked as the data is read, not after training
     datamodule.setup("fit")
+    if (cfg.get("callbacks") or {}).get("model_analysis"):  # its class named among the data's, before training
+        target_classes(cfg.analysis.target, [0], datamodule.label_names, datamodule.num_classes, 0)
     model = build_model(make_model, datamodule)
     if start is not None:
         start.copy_into(model.net)  # the head starts fresh

@@ -1,0 +1,134 @@
+"""Bad input a careless user types, each refused in one line before any work: the line names the key and a fix that,
+pasted into a shell, composes and passes the run's checks; no run folder is left; and it takes about as long as the
+refusal of a negative learning rate (plus the checkpoint's load where one is needed)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, entry_env
+from test_config import conf  # noqa: F401 - the fixture
+from test_fail_early import one_line
+
+from transformer_attention.cli.config import check_config, read_words
+from transformer_attention.errors import ConfigError
+from transformer_attention.model import config as model_config
+from transformer_attention.model.config import check_encoder
+
+
+def shell(script: str, *args: str, log_dir: Path) -> subprocess.CompletedProcess:
+    """`python <script> args...` through bash, as a person types it (each arg as written, shell quoting included)."""
+    line = f"{shlex.quote(sys.executable)} {ROOT / script} {' '.join(args)} paths.log_dir={log_dir}"
+    return subprocess.run(["bash", "-c", line], cwd=ROOT, env=entry_env(), capture_output=True, text=True, timeout=120)
+
+
+def refused(script: str, *args: str, log_dir: Path) -> tuple[str, float]:
+    """The one `config error:` line of a refused command and the seconds it took; no run folder is left."""
+    start = time.monotonic()
+    proc = shell(script, *args, log_dir=log_dir)
+    seconds = time.monotonic() - start
+    line = one_line(proc, "config error")
+    assert not log_dir.exists(), sorted(log_dir.rglob("*"))
+    return line, seconds
+
+
+@pytest.fixture(scope="module")
+def negative_lr_seconds(tmp_path_factory) -> float:
+    """The time the refusal of a negative learning rate takes here: what every refusal below is held to."""
+    log_dir = tmp_path_factory.mktemp("lr") / "out"
+    return min(refused("train.py", "model.optimizer.lr=-1", log_dir=log_dir)[1] for _ in range(2))
+
+
+# (script, what the user typed, what the line must say, the fix it must give)
+COMPOSITION = [
+    ("evaluate.py", "analysis=heads", "analysis is now analyses", "'analyses=[heads]'"),
+    ("train.py", "analysis=heads", "analysis is now callbacks.model_analysis.analyses",
+     "'callbacks.model_analysis.analyses=[heads]'"),
+    ("train.py", "explain.ig_steps=8", "explain is now analysis", "analysis.ig_steps=8"),
+    ("train.py", "model.bigram_buckets=1000", "model.bigram_buckets is now model.ngram_buckets",
+     "model.ngram_buckets=1000"),
+    ("pretrain.py", "trainer.max_epochs=1", "the pretraining's is pretrain.trainer", "pretrain.trainer.max_epochs=1"),
+    ("pretrain.py", "+trainer.max_epochs=1", "the pretraining's is pretrain.trainer", "pretrain.trainer.max_epochs=1"),
+    ("train.py", "model.ngram_buckets=abc", "model.ngram_buckets takes a whole number, not abc",
+     "model.ngram_buckets=0"),
+    ("train.py", "model.ngram_max=2.5", "model.ngram_max takes a whole number, not 2.5", "model.ngram_max=2"),
+    ("train.py", "analysis.normalized=maybe", "analysis.normalized takes true or false, not maybe",
+     "analysis.normalized=true"),
+    ("evaluate.py", "analysis.target=null", "analysis.target takes a word, not null", "analysis.target=predicted"),
+    ("train.py", "+trainer.accumulate_grad_batches=0", "trainer.accumulate_grad_batches is in the config already",
+     "trainer.accumulate_grad_batches=1"),
+    ("train.py", "'model.optimizer.betas=[2,0.9]'", "model.optimizer has no key betas",
+     "'+model.optimizer.betas=[0.9,0.999]'"),
+    ("train.py", "trainer.max_epoch=3", "trainer has no key max_epoch", "trainer.max_epochs=3"),
+    ("train.py", "data=imbd", "the data group has no option imbd", "data=imdb"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("script", "typed", "says", "fix"), COMPOSITION, ids=[c[1] for c in COMPOSITION])
+def test_an_override_hydra_refuses_is_one_line_with_a_fix_that_works(
+    tmp_path: Path,
+    conf,
+    negative_lr_seconds: float,
+    script: str,
+    typed: str,
+    says: str,
+    fix: str,  # noqa: F811
+):
+    line, seconds = refused(script, "ckpt_path=none.ckpt", typed, log_dir=tmp_path / "out")
+    assert says in line and (line.endswith(fix) or line.endswith(f"{fix}?")), line
+    assert seconds < 1.5 * negative_lr_seconds + 0.5, (seconds, negative_lr_seconds)
+    pasted = subprocess.run(  # the fix, pasted: the shell and Hydra take it
+        ["bash", "-c", f"{sys.executable} {ROOT / script} ckpt_path=none.ckpt {fix} --cfg job --package _global_"],
+        cwd=ROOT, env=entry_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert pasted.returncode == 0, pasted.stderr[-2000:]
+    (unquoted,) = shlex.split(fix)
+    check_config(conf(unquoted, config_name=script.removesuffix(".py"), resolve=False))  # and the run's checks
+
+
+def test_the_renamed_analysis_group_is_read_as_a_list_of_every_name():
+    proc = shell("evaluate.py", "ckpt_path=x.ckpt", "'analysis=[heads,faithfulness]'", log_dir=Path("/nonexistent"))
+    assert one_line(proc, "config error").endswith("e.g. 'analyses=[heads,faithfulness]'")
+
+
+def test_true_and_false_where_a_class_name_is_expected_are_the_words_they_spell(conf):  # noqa: F811
+    for typed, word in (("true", "true"), ("false", "false"), ("True", "true")):
+        cfg = conf(f"analysis.target={typed}")
+        check_config(cfg)
+        read_words(cfg)
+        assert cfg.analysis.target == word
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        ("callbacks.model_analysis.normalized=maybe", "callbacks.model_analysis.normalized='maybe' must be true or"),
+        ("callbacks.attention_maps.text_heads=abc", "callbacks.attention_maps.text_heads='abc' must be a whole"),
+        ("+analysis.nope=1", "analysis.nope is not a setting of the analyses"),
+    ],
+)
+def test_a_callbacks_argument_of_the_wrong_type_is_named(conf, override: str, says: str):  # noqa: F811
+    with pytest.raises(ConfigError, match=says.replace("(", r"\(")):
+        check_config(conf(override))
+
+
+def test_an_ngram_table_larger_than_a_share_of_memory_is_refused_with_its_size(monkeypatch):
+    monkeypatch.setattr(model_config, "memory_bytes", lambda: 8 * 10**9)
+    with pytest.raises(ValueError, match=r"model.ngram_buckets=10000000 makes a 2.6 GB n-gram table .* 8.0 GB"):
+        check_encoder({"ngram_buckets": 10_000_000, "d_model": 64}, prefix="model.")
+    check_encoder({"ngram_buckets": 131072, "d_model": 64}, prefix="model.")  # 34 MB: fine
+    with pytest.raises(ValueError, match=r"e\.g\. model\.ngram_buckets=(\d+)") as err:
+        check_encoder({"ngram_buckets": 10**9, "d_model": 4096}, prefix="model.")
+    fix = int(str(err.value).rsplit("=", 1)[1])
+    check_encoder({"ngram_buckets": fix, "d_model": 4096}, prefix="model.")  # the fix it names fits
+
+
+def test_an_ngram_table_beyond_the_machine_is_refused_before_any_data(tmp_path: Path, negative_lr_seconds: float):
+    line, seconds = refused("train.py", "model.ngram_buckets=1000000000000", log_dir=tmp_path / "out")
+    assert "model.ngram_buckets=1000000000000 makes a 256000.0 GB n-gram table" in line
+    assert seconds < 1.5 * negative_lr_seconds + 0.5
