@@ -1,5 +1,6 @@
 """What a run prints as it trains: the model's layers once (`ModelTable`), and, where stdout is not a terminal
-(a log file, CI, a sweep's job), one line per epoch instead of a progress bar redrawn in place (`LineProgress`)."""
+(a log file, CI, a sweep's job), one line per epoch instead of a progress bar redrawn in place (`LineProgress`); in
+a terminal, Lightning's Rich bars, stopped when training ends (`TerminalProgress`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import Callback, ProgressBar
+from lightning.pytorch.callbacks import Callback, ProgressBar, RichProgressBar
 from lightning.pytorch.utilities.model_summary import get_human_readable_count, summarize
 from torchmetrics import Metric, MetricCollection
 
@@ -44,9 +45,20 @@ class ModelTable(Callback):
 
 
 def line_progress(enabled: bool = True) -> ProgressBar | None:
-    """The progress bar for this run: `LineProgress` where stdout is not a terminal, else None (Lightning's own
-    bar, redrawn in place); None too when the trainer shows no progress (`trainer.enable_progress_bar=false`)."""
-    return LineProgress() if enabled and not sys.stdout.isatty() else None
+    """The progress bar for this run: `LineProgress` where stdout is not a terminal, else `TerminalProgress`
+    (redrawn in place); None when the trainer shows no progress (`trainer.enable_progress_bar=false`)."""
+    if not enabled:
+        return None
+    return TerminalProgress() if sys.stdout.isatty() else LineProgress()
+
+
+class TerminalProgress(RichProgressBar):
+    """Lightning's Rich bars, their display stopped when training ends rather than at teardown: what the end of
+    fit prints (the attention pages' folder, the analysis with its own bars) then goes below the finished epoch
+    bar, shown once, instead of inside a display that redraws over it."""
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._stop_progress()
 
 
 class LineProgress(ProgressBar):

@@ -48,12 +48,12 @@ class ShortFormat(logging.Formatter):
         return text
 
 
-class ConsoleHandler(logging.StreamHandler):  # type: ignore[type-arg]  # generic in typeshed only
+class ConsoleHandler(logging.StreamHandler):
     """Log lines to `sys.stdout` as it is when each line is written, not when logging was set up: while a live
     display runs (the terminal's progress bars) its stand-in stdout prints them above the display, which would
     otherwise redraw over them."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> TextIO:
         return sys.stdout
 
