@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -24,7 +25,6 @@ from test_refusals import refused
 
 from transformer_attention.analysis import AnalysisConfig, check_analyses, check_analysis_settings
 from transformer_attention.analysis.agreement import agreement, agreement_over_texts, aopc_bounds
-from transformer_attention.analysis.attributions import ATTRIBUTIONS
 from transformer_attention.analysis.faithfulness import (
     CURVE,
     Faithfulness,
@@ -37,6 +37,8 @@ from transformer_attention.analysis.faithfulness import (
 from transformer_attention.analysis.faithfulness import passes as faithfulness_passes
 from transformer_attention.analysis.heads import head_importance
 from transformer_attention.analysis.heads import passes as heads_passes
+from transformer_attention.analysis.methods import _forward, value_zeroing
+from transformer_attention.analysis.methods import names as method_names
 from transformer_attention.analysis.plan import plan
 from transformer_attention.analysis.plausibility import add_plausibility, text_scores
 from transformer_attention.analysis.removal import keeping, removal_kind, without
@@ -216,7 +218,7 @@ def test_leave_one_out_and_the_gradient_methods_on_the_oracle():
     assert explained.attributions["integrated_gradients"].sum() == pytest.approx(logit - base, rel=1e-3)
     assert ig_error < 1e-3
     np.testing.assert_allclose(explained.attributions["attention"].sum(), 1.0, atol=1e-6)  # a weight row
-    assert sorted(explained.attributions) == sorted(ATTRIBUTIONS)
+    assert sorted(explained.attributions) == sorted(method_names())
 
 
 def test_norm_weighted_attention_on_the_oracle():
@@ -329,9 +331,9 @@ def test_agreement_is_kendalls_tau_with_the_references_words_only():
                      "b": {**base, "aopc": 0.2, "naopc": 0.4, "tau_leave_one_out": 0.25}}  # fmt: skip
     report.sem = {"a": {"tau_leave_one_out": 3e-18}, "b": {"tau_leave_one_out": 0.125}}
     head, _, a, b = report.table()
-    assert head.endswith("| AOPC | nAOPC | tau LOO |")
-    assert a.endswith("| 0.300 | 0.600 ± 0.000 | 1 (identical) |")
-    assert b.endswith("| 0.200 | 0.400 ± 0.000 | 0.250 ± 0.125 |")
+    assert head.endswith("| AOPC | nAOPC | tau LOO | s / text |")
+    assert a.endswith("| 0.300 | 0.600 ± 0.000 | 1 (identical) | - |")  # no time measured: "-"
+    assert b.endswith("| 0.200 | 0.400 ± 0.000 | 0.250 ± 0.125 | - |")
 
 
 def test_normalized_aopc_lies_between_greedy_bounds_inside_the_exhaustive_ones():
@@ -362,8 +364,10 @@ def test_normalized_aopc_lies_between_greedy_bounds_inside_the_exhaustive_ones()
 
 
 # ---- the cost estimate: each analysis says how many passes it makes -------------------------------------
-def counting(net: torch.nn.Module) -> dict[str, int]:
-    """The rows `net` runs forward, and the rows a gradient flows back through its logits, as they happen."""
+def counting(net: torch.nn.Module, monkeypatch: pytest.MonkeyPatch | None = None) -> dict[str, int]:
+    """The rows `net` runs forward, and the rows a gradient flows back through its logits, as they happen; with
+    `monkeypatch`, the rows the explanations' own forward pass runs (methods/_forward.py) too, and value zeroing's
+    (each of a row's T tokens zeroed in turn: a pass of the layer's rows per token, on this one-layer model)."""
     made = {"forward": 0, "backward": 0}
 
     def backward(grad: torch.Tensor) -> None:
@@ -375,6 +379,24 @@ def counting(net: torch.nn.Module) -> dict[str, int]:
             out.logits.register_hook(backward)
 
     net.register_forward_hook(seen)
+    if monkeypatch is not None:
+        run, layer_map = _forward.run, value_zeroing.layer_map
+
+        def written_out(net, ids, mask, *args, **kwargs):
+            trace = run(net, ids, mask, *args, **kwargs)
+            made["forward"] += ids.shape[0]
+            if trace.logits.requires_grad:
+                trace.logits.register_hook(backward)
+            return trace
+
+        def zeroed(x, weights, layer, mask):
+            made["forward"] += int(mask.sum())
+            return layer_map(x, weights, layer, mask)
+
+        for module in (_forward, *(sys.modules[f"transformer_attention.analysis.methods.{m}"] for m in
+                                   ("_maps", "decompx", "attnlrp"))):  # fmt: skip
+            monkeypatch.setattr(module, "run", written_out)
+        monkeypatch.setattr(value_zeroing, "layer_map", zeroed)
     return made
 
 
@@ -387,12 +409,12 @@ def test_head_importance_makes_the_passes_it_says():
     assert said.cost == len(ROWS) * (1 + 3 * 1 * 2 + 3)  # all heads, 3 x L x H masked, a backward as two forwards
 
 
-@pytest.mark.parametrize("method", ATTRIBUTIONS)
-def test_faithfulness_makes_the_passes_it_says(method: str):
+@pytest.mark.parametrize("method", method_names())
+def test_faithfulness_makes_the_passes_it_says(method: str, monkeypatch: pytest.MonkeyPatch):
     """One method at a time, on texts of different lengths with words masked: no two removals coincide, so the
     count is exact; with every method together it is what the model is spared when two of them agree."""
     net = hand_model()
-    made = counting(net)
+    made = counting(net, monkeypatch)
     rows = [*ROWS, [2]]  # a text with no word: not scored
     tokens = [[str(t) for t in row] for row in rows]
     options = {"k": [25, 50], "ig_steps": 8}
@@ -407,8 +429,8 @@ def test_faithfulness_makes_the_passes_it_says(method: str):
     assert made == {"forward": said.forward, "backward": said.backward}
     assert math.isnan(found.scores[method]["naopc"]) and "nAOPC" not in found.table()[0]
     made.update(forward=0, backward=0)
-    faithfulness(net, rows, tokens=tokens, split="validation", mask_id=MASK_ID, methods=ATTRIBUTIONS, **options)
-    said = faithfulness_passes(rows, methods=ATTRIBUTIONS, **options)
+    faithfulness(net, rows, tokens=tokens, split="validation", mask_id=MASK_ID, methods=None, **options)
+    said = faithfulness_passes(rows, methods=None, **options)
     assert made["backward"] == said.backward and made["forward"] <= said.forward
 
 
@@ -430,7 +452,7 @@ def test_the_cost_estimate_sums_the_passes_the_analyses_say(monkeypatch):
     texts, _ = callback.plan.rows("faithfulness", splits)
     assert len(heads_rows) == 5 and len(texts) == 3
     tokens = heads_passes(5, num_layers=1, num_heads=2).cost * np.mean([len(r) for r in heads_rows])
-    said = faithfulness_passes(texts, k=[25, 50], methods=ATTRIBUTIONS, ig_steps=8, normalized=False)
+    said = faithfulness_passes(texts, k=[25, 50], methods=None, ig_steps=8, normalized=False)
     tokens += said.cost * np.mean([len(r) for r in texts])  # the end of fit leaves nAOPC's bounds out
     assert callback.estimate(net, splits) == pytest.approx(tokens * per_token)
     assert passes == [min(len(ROWS), analysis_callback.WARM_ROWS), len(ROWS)]  # a warm-up, then the timed pass

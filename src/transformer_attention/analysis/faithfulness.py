@@ -25,9 +25,10 @@ from tqdm import tqdm
 from ..inference import probabilities
 from ..model.classifier import TransformerClassifier
 from . import attributions
+from . import methods as registry
 from .agreement import agreement, aopc_bounds, bounds_passes
 from .agreement import normalized as normalized_aopc
-from .attributions import ATTRIBUTIONS, attribute
+from .attributions import attribute
 from .passes import Passes
 from .plausibility import add_plausibility
 from .removal import keeping, without
@@ -94,13 +95,20 @@ def eraser_scores(
 
 
 def passes(
-    rows: Sequence[Sequence[int]], *, k: Sequence[float], methods: Sequence[str], ig_steps: int, normalized: bool = True
+    rows: Sequence[Sequence[int]],
+    *,
+    k: Sequence[float],
+    methods: Sequence[str] | None,
+    ig_steps: int,
+    normalized: bool = True,
+    classes: int = 2,
 ) -> Passes:
     """The model work of `faithfulness` (and `explain_texts`) on `rows`, those with no word left out: each text
     for the class it predicts, its attributions (`attributions.passes`), and the texts `eraser_scores` scores
     (the text, and per method one per distinct number of words removed or kept). At most that: a removal two
     methods or two texts share goes through the model once."""
     texts = [row for row in rows if len(row) > 1]
+    methods = registry.check_methods(registry.names() if methods is None else methods)
     scored = 0
     for row in texts:
         n = len(row) - 1
@@ -108,7 +116,7 @@ def passes(
         kept = {top_count(q, n) for q in k}  # n: the text itself
         scored += 1 + len(methods) * (len(removed - {0}) + len(kept - {n}))
     total = Passes(forward=len(texts) + scored) + (bounds_passes(texts) if normalized else Passes())
-    return total + attributions.passes(texts, methods=methods, ig_steps=ig_steps)
+    return total + attributions.passes(texts, methods=methods, ig_steps=ig_steps, classes=classes)
 
 
 def _aopc(scores: dict[str, float | list[float]]) -> float:
@@ -137,19 +145,21 @@ def explain_texts(
     *,
     k: Sequence[float] = (10, 20, 50),
     mask_id: int | None = None,
-    methods: Sequence[str] = ATTRIBUTIONS,
+    methods: Sequence[str] | None = None,
     ig_steps: int = 32,
     seed: int = 0,
     batch_size: int = 256,
     progress: bool | None = None,
     targets: Sequence[int] | None = None,
     normalized: bool = True,
+    seconds: dict[str, float] | None = None,
 ) -> tuple[list[Explained], float]:
     """Attribute every text of `rows` (token ids, [CLS] first, at least one word each) to the class the model
     predicts for it, or to its class in `targets` (attributions.py), and score each method on it for that class
     (`eraser_scores`), CHUNK texts at a time (a
     progress bar over the texts: None shows it on a terminal only). `mask_id` replaces removed words (None: they
-    are deleted). Returns one Explained per row and Integrated Gradients' mean completeness error."""
+    are deleted). `methods`: registered names (None: all). `seconds`, when given, gains each method's time.
+    Returns one Explained per row and Integrated Gradients' mean completeness error."""
     out, errors = [], []
     bar = tqdm(total=len(rows), desc="faithfulness", unit="text", disable=None if progress is None else not progress)
     for start in range(0, len(rows), CHUNK):
@@ -159,7 +169,7 @@ def explain_texts(
         wanted = predicted if targets is None else [int(t) for t in targets[start : start + len(chunk)]]
         found, ig_error = attribute(
             net, chunk, wanted, mask_id=mask_id, methods=methods, ig_steps=ig_steps, seed=seed + start,
-            batch_size=batch_size,
+            batch_size=batch_size, seconds=seconds,
         )  # fmt: skip
         scores = eraser_scores(net, chunk, wanted, found, k=k, mask_id=mask_id, batch_size=batch_size)
         full = [float(p[y]) for p, y in zip(probs, wanted, strict=True)]
@@ -192,7 +202,7 @@ def faithfulness(
     removal: str = "mask",
     mask_id: int | None = None,
     k: Sequence[float] = (10, 20, 50),
-    methods: Sequence[str] = ATTRIBUTIONS,
+    methods: Sequence[str] | None = None,
     **options: Any,
 ) -> Faithfulness:
     """Each method's ERASER scores on the texts of `rows`, averaged (`explain_texts`, which takes `options`:
@@ -203,13 +213,18 @@ def faithfulness(
     if options.get("targets") is not None:
         options["targets"] = [options["targets"][i] for i in kept]
     rationales = options.pop("rationales", None)  # (T,) deciding tokens per row, or None: plausibility.py
-    explained, ig_error = explain_texts(net, [rows[i] for i in kept], k=k, mask_id=mask_id, methods=methods, **options)
+    methods = registry.check_methods(registry.names() if methods is None else methods)
+    seconds: dict[str, float] = {}
+    explained, ig_error = explain_texts(
+        net, [rows[i] for i in kept], k=k, mask_id=mask_id, methods=methods, seconds=seconds, **options
+    )
     report = Faithfulness(split=split, texts=len(kept), removal=removal, k=[float(q) for q in k], ig_error=ig_error)
     for method in methods:
         measures = [m for m in explained[0].scores[method] if m != "curve"] if explained else []
         values = {m: np.array([e.scores[method][m] for e in explained]) for m in measures}
         values = {m: v[~np.isnan(v)] for m, v in values.items()}  # a text with no tau or bounds counts for none
         report.scores[method] = {m: float(v.mean()) if len(v) else math.nan for m, v in values.items()}
+        report.scores[method]["seconds_per_text"] = seconds.get(method, 0.0) / max(1, len(kept))
         report.sem[method] = {
             m: float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0 for m, v in values.items()
         }

@@ -49,13 +49,14 @@ class Faithfulness:
                  "auprc": "AUPRC", "precision_at_k": "P@k"}  # fmt: skip
         shown = [m for m in extra if self._measured(m)]  # nAOPC, when its bounds were searched
         head = ["method", *(f"compr. {k:g}%" for k in self.k), "compr.", *(f"suff. {k:g}%" for k in self.k), "suff."]
-        head += ["AOPC", *(extra[m] for m in shown)]
+        head += ["AOPC", *(extra[m] for m in shown), "s / text"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
             s, e = self.scores[method], self.sem[method]
             cells = [s[f"comprehensiveness@{k:g}"] for k in self.k] + [s["comprehensiveness"]]
             cells += [s[f"sufficiency@{k:g}"] for k in self.k] + [s["sufficiency"], s["aopc"]]
             text = [f"{v:.3f}" for v in cells] + [_cell(s.get(m), e.get(m), tau=m.startswith("tau")) for m in shown]
+            text.append(_seconds(s.get("seconds_per_text")))
             lines.append(f"| {method} | " + " | ".join(text) + " |")
         return lines
 
@@ -67,9 +68,10 @@ class Faithfulness:
         short = {"comprehensiveness": "compr.", "sufficiency": "suff.", "aopc": "AOPC", "naopc": "nAOPC"}
         short |= {"auprc": "AUPRC", "precision_at_k": "P@k"}
         names = "".join(f"{short[m]:>8}" for m in measures)
-        lines = [f"{'method':<24}{names}   (compr., suff.: mean over k = {ks}%)"]
+        lines = [f"{'method':<24}{names}{'s/text':>9}   (compr., suff.: mean over k = {ks}%)"]
         for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
-            lines.append(f"{method:<24}" + "".join(f"{self.scores[method][m]:>8.3f}" for m in measures))
+            cells = "".join(f"{self.scores[method][m]:>8.3f}" for m in measures)
+            lines.append(f"{method:<24}{cells}{_seconds(self.scores[method].get('seconds_per_text')):>9}")
         return lines
 
     def _measured(self, measure: str) -> bool:
@@ -85,3 +87,8 @@ def _cell(mean: float | None, sem: float | None, tau: bool) -> str:
     if tau and mean > 1 - 1e-9 and (sem or 0.0) < 1e-9:  # every text's tau 1, up to rounding
         return "1 (identical)"
     return f"{mean:.3f} ± {sem or 0.0:.3f}"
+
+
+def _seconds(value: float | None) -> str:
+    """Seconds per text, to three significant digits; "-" when not measured."""
+    return "-" if value is None or math.isnan(value) else f"{value:.3g}"

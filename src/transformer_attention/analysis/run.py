@@ -21,9 +21,6 @@ from .plan import Plan, analysis_settings
 from .plausibility import rationales_of
 from .removal import REMOVAL_PHRASES, replacement
 
-# predict.py's pages
-PAGE_METHODS = ("attention", "rollout", "attention_norm", "integrated_gradients", "leave_one_out", "random")
-
 
 @dataclass
 class Analysis:
@@ -74,7 +71,7 @@ def run_analyses(
                 tokens=[[tokenizer.id_to_token(int(t)) or "[UNK]" for t in row] for row in texts],
                 split=chosen.split, k=s.k, removal=kind, mask_id=mask_id,
                 ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size, progress=progress, targets=targets,
-                rationales=rationales, normalized=s.normalized,
+                rationales=rationales, normalized=s.normalized, methods=s.methods,
             )  # fmt: skip
             result.seconds["faithfulness"] = time.perf_counter() - start
     return result
@@ -106,16 +103,17 @@ def explain_rows(
     settings: Any,
     label_names: Sequence[str] | None = None,
 ) -> tuple[list[Explained | None], str]:
-    """Each row's attributions by PAGE_METHODS and their ERASER scores on it (None for a row with no word), and
-    how words were removed ("replaced by [MASK]" or "deleted"): what predict.py's attention pages show. The class
-    explained: the settings' `target` (predicted, or a class named in `label_names`)."""
+    """Each row's attributions by the settings' `methods` (null: every registered one) and their ERASER scores on
+    it (None for a row with no word), and how words were removed ("replaced by [MASK]" or "deleted"): what
+    predict.py's attention pages show. The class explained: the settings' `target` (predicted, or a class named in
+    `label_names`)."""
     s = analysis_settings(settings)
     kind, mask_id = replacement(s.removal, tokenizer)
     keep = [i for i, row in enumerate(rows) if len(row) > 1]
     targets = target_classes(s.target, None, label_names, net.head.out_features, len(keep))
     explained, _ = explain_texts(
         net, [rows[i] for i in keep], k=s.k, mask_id=mask_id, targets=targets,
-        methods=PAGE_METHODS, ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size,
+        methods=s.methods, ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size,
     )  # fmt: skip
     out: list[Explained | None] = [None] * len(rows)
     for i, e in zip(keep, explained, strict=True):

@@ -4,8 +4,11 @@ the rules its values must pass. Standard library only: a config is checked befor
 
 from __future__ import annotations
 
+import pkgutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, List, Optional  # noqa: UP035 - OmegaConf 2.3 reads typing's List and Optional
 
 from ..checks import closest, is_number, is_whole
@@ -31,6 +34,7 @@ class AnalysisConfig:
     batch_size: int = 256  # rows per forward pass
     target: str = "predicted"  # the class the attributions explain: predicted | true | a class name
     normalized: bool = True  # normalized AOPC: greedy bounds, n (n + 1) passes per text of n <= 64 words
+    methods: Optional[List[str]] = None  # noqa: UP006, UP045 - explanation methods to run (null: every one, methods/)
 
 
 def check_analyses(names: Any, key: str = "analyses") -> list[str]:
@@ -79,9 +83,34 @@ def check_analysis_settings(values: dict, prefix: str = "analysis.") -> None:
         raise ConfigError(
             f"{prefix}removal={removal!r} is not one of {', '.join(REMOVAL_CHOICES)}: e.g. {prefix}removal=auto"
         )
+    chosen = values.get("methods")
+    if chosen is not None:
+        check_method_names(chosen, f"{prefix}methods")
     split = values.get("split")
     if split is not None and split not in SPLITS:
         raise ConfigError(f"{prefix}split={split!r} is not a split: use validation or test (null: the task's own)")
+
+
+def known_methods() -> list[str]:
+    """The explanation methods' names, read without importing them (a method's file is named as the method:
+    methods/<name>.py), and any registered at run time."""
+    folder = Path(__file__).parent / "methods"
+    found = [m.name for m in pkgutil.iter_modules([str(folder)]) if not m.name.startswith("_")]
+    loaded = sys.modules.get(f"{__package__}.methods")
+    return list(dict.fromkeys([*found, *getattr(loaded, "METHODS", {})]))
+
+
+def check_method_names(chosen: Any, key: str) -> list[str]:
+    """`chosen` (a list of method names) checked against `known_methods`; a ConfigError names an unknown one."""
+    if not isinstance(chosen, Sequence) or isinstance(chosen, str) or not all(isinstance(m, str) for m in chosen):
+        raise ConfigError(f"{key}={chosen!r} must be a list of method names: e.g. {key}=[decompx,integrated_gradients]")
+    known = known_methods()
+    for name in chosen:
+        if name not in known:
+            near = closest(name, known)
+            hint = f"did you mean {near}? " if near else ""
+            raise ConfigError(f"{key}: {name!r} is not an explanation method: {hint}the methods are {', '.join(known)}")
+    return list(dict.fromkeys(chosen))
 
 
 def sample_size(asked: int | None, available: int, key: str, split: str) -> int:

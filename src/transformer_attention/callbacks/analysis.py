@@ -25,7 +25,6 @@ from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
 
-from ..analysis.attributions import ATTRIBUTIONS
 from ..analysis.faithfulness import passes as faithfulness_passes
 from ..analysis.heads import passes as heads_passes
 from ..analysis.plan import HEADS_SPLIT, Plan, analysis_settings, plan
@@ -215,7 +214,8 @@ class ModelAnalysis(Callback):
                 passes = heads_passes(len(picked), num_layers=net.config.num_layers, num_heads=net.config.num_heads)
             else:
                 passes = faithfulness_passes(
-                    picked, k=s.k, methods=ATTRIBUTIONS, ig_steps=s.ig_steps, normalized=s.normalized
+                    picked, k=s.k, methods=s.methods, ig_steps=s.ig_steps, normalized=s.normalized,
+                    classes=net.head.out_features,
                 )
             tokens += passes.cost * sum(len(r) for r in picked) / max(1, len(picked))
         return tokens * per_token

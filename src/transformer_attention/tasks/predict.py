@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, cast
 from omegaconf import DictConfig
 
 from ..analysis.agreement import agreement_over_texts
-from ..analysis.attributions import LABELS
 from ..analysis.faithfulness import Explained
+from ..analysis.methods import labels
 from ..analysis.run import explain_rows
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError, InputError, printable
@@ -153,7 +153,7 @@ def save_attention_page(
         }
     return save_attention_html(
         folder / f"{index:04d}.html", pred.tokens, _weights(pred), title=pred.text, caption=f"{pred.label} ({probs})",
-        pooling=pooling, method_labels=LABELS, norms=norms, **words,
+        pooling=pooling, method_labels=labels(), norms=norms, **words,
     )  # fmt: skip
 
 

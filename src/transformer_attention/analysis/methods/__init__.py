@@ -1,0 +1,142 @@
+"""The registry of explanations: every way this project scores the words of a text, one `Method` per file of
+this package, registered when the file is imported (`register`). The faithfulness, agreement and plausibility
+tables, the TensorBoard text view, predict.py's pages and evaluate.py read `METHODS` (through `methods()`), so a
+new method is one new file here and nothing else:
+
+    # src/transformer_attention/analysis/methods/first_word.py
+    from . import Explanation, Method, Options, register
+
+    def explain(net, ids, mask, target, options: Options) -> Explanation:
+        scores = torch.zeros(ids.shape, dtype=torch.float64)
+        scores[:, 1] = 1.0  # the first word after [CLS] decides, says this method
+        return Explanation(scores)
+
+    register(Method("first_word", "the first word", signed=False, family="baseline", explain=explain))
+
+Shapes: B a batch, T its longest row, L layers, C classes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..passes import Passes
+
+FAMILIES = ("attention", "decomposition", "gradient", "perturbation", "baseline")
+
+
+@dataclass(frozen=True)
+class Options:
+    """What every method may read besides the batch: Integrated Gradients' steps, the seed of a random ranking,
+    the id that replaces a removed word (None: it is deleted), rows per forward pass, and the batch's rows'
+    positions among all the rows explained (`index`: a seed per row, whatever the batching)."""
+
+    ig_steps: int = 32
+    seed: int = 0
+    mask_id: int | None = None
+    batch_size: int = 256
+    index: tuple[int, ...] = ()
+
+
+@dataclass
+class Explanation:
+    """A batch explained: one score per token `scores` (B, T) (padding: 0), and where the method has them, its
+    per-layer token-to-token maps `maps` (B, L, T, T) (row i: what reaches token i from each token j). `extra`:
+    per-row numbers a method reports about itself (e.g. Integrated Gradients' completeness error, (B,))."""
+
+    scores: torch.Tensor
+    maps: torch.Tensor | None = None
+    extra: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+Explain = Callable[[Any, torch.Tensor, torch.Tensor, torch.Tensor, Options], Explanation]
+
+
+def one_pass(length: int, classes: int, options: Options) -> Passes:
+    """The cost of a method that runs each row forward once."""
+    return Passes(forward=1)
+
+
+@dataclass(frozen=True)
+class Method:
+    """An explanation: its `name` (config and JSON key), `label` (tables and pages), whether its scores are
+    `signed` (towards the class explained, or against it) or only sizes, its `family` (one of FAMILIES: the
+    text view opens on the most faithful attention or decomposition method), `explain(net, ids, mask, target,
+    options)` (ids, mask (B, T), target (B,) long -> Explanation, in eval mode, dropout off), and `passes(length,
+    classes, options)`: the model work of one row of `length` tokens, in forward and backward passes."""
+
+    name: str
+    label: str
+    signed: bool
+    family: str
+    explain: Explain
+    passes: Callable[[int, int, Options], Passes] = one_pass
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"method {self.name!r}: family={self.family!r} is not one of {', '.join(FAMILIES)}")
+
+
+METHODS: dict[str, Method] = {}
+ORDER = (  # the tables' order; a method not named here comes after, in the order it was registered
+    "attention", "rollout", "attention_norm", "attention_norm_rollout", "alti", "value_zeroing", "decompx",
+    "attnlrp", "grad_x_input", "integrated_gradients", "leave_one_out", "random",
+)  # fmt: skip
+
+
+def register(method: Method) -> Method:
+    """Add `method` to the registry (a second method of the same name replaces the first); returns it."""
+    METHODS[method.name] = method
+    return method
+
+
+def unregister(name: str) -> None:
+    """Take the method `name` out of the registry (tests that register one of their own)."""
+    METHODS.pop(name, None)
+
+
+def methods() -> dict[str, Method]:
+    """Every registered method by name, in the tables' order: this package's files all imported first."""
+    _load()
+    rank = {name: i for i, name in enumerate(ORDER)}
+    return dict(sorted(METHODS.items(), key=lambda item: rank.get(item[0], len(ORDER))))
+
+
+def names() -> tuple[str, ...]:
+    """The registered methods' names, in the tables' order."""
+    return tuple(methods())
+
+
+def labels() -> dict[str, str]:
+    """Each method's label by name: how tables and pages name it."""
+    return {name: m.label for name, m in methods().items()}
+
+
+def check_methods(chosen: Sequence[str]) -> list[str]:
+    """`chosen` as a list of registered names; a ValueError names an unknown one and lists the known."""
+    known = methods()
+    unknown = [m for m in chosen if m not in known]
+    if unknown:
+        raise ValueError(f"unknown explanation methods {unknown}: expected some of {', '.join(known)}")
+    return list(dict.fromkeys(chosen))
+
+
+_LOADED = False
+
+
+def _load() -> None:
+    """Import every module of this package once: each registers its method."""
+    global _LOADED
+    if _LOADED:
+        return
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+    _LOADED = True

@@ -1,0 +1,22 @@
+"""Rollout of attention x norm: each layer's norm-weighted head mean (attention_norm.py) with its rows scaled to
+sum 1, the share of what reaches each query, rolled out as the weights are (rollout.py)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ...model.classifier import TransformerClassifier
+from . import Explanation, Method, Options, register
+from ._maps import head_means, pooled, rollout, shares
+from .attention_norm import norm_maps
+
+
+def explain(net: TransformerClassifier, ids: Tensor, mask: Tensor, target: Tensor, options: Options) -> Explanation:
+    layers = [shares(m) for m in head_means(norm_maps(net, ids, mask))]
+    return Explanation(pooled(rollout(layers), mask, net.config.pooling), maps=torch.stack(layers, dim=1))
+
+
+register(
+    Method("attention_norm_rollout", "rollout of attention x norm", signed=False, family="attention", explain=explain)
+)

@@ -1,0 +1,35 @@
+"""AttnLRP (Achtibat et al., ICML 2024, "AttnLRP: Attention-Aware Layer-Wise Relevance Propagation for
+Transformers"), in its gradient x input form: one backward pass of the explained class's logit through the
+network with the relevance rules written as gradient changes (_forward.py): LayerNorm's scale held (identity
+rule), each activation by its secant act(u) / u (identity rule), and the two products of live inputs, Q K^T and
+alpha V, passing half the gradient to each factor (uniform rule); the softmax keeps its gradient. A word's
+relevance is that gradient times its embedding (the word vector and the n-gram vectors it ends), summed over the
+features. Signed."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ...model.classifier import TransformerClassifier
+from ..passes import Passes
+from . import Explanation, Method, Options, register
+from ._forward import Rules, run
+
+ATTNLRP = Rules(freeze_norms=True, secant=True, halve_products=True)
+
+
+def explain(net: TransformerClassifier, ids: Tensor, mask: Tensor, target: Tensor, options: Options) -> Explanation:
+    with torch.enable_grad():
+        trace = run(net, ids, mask, ATTNLRP)
+        chosen = trace.logits.gather(1, target.view(-1, 1)).sum()
+        (grad,) = torch.autograd.grad(chosen, trace.x0)  # (B, T, D)
+    embedding = trace.words + sum(trace.ngrams, torch.zeros_like(trace.words))  # (B, T, D)
+    return Explanation((grad * embedding).sum(dim=-1) * mask.to(grad.dtype))
+
+
+def passes(length: int, classes: int, options: Options) -> Passes:
+    return Passes(forward=1, backward=1)
+
+
+register(Method("attnlrp", "AttnLRP", signed=True, family="decomposition", explain=explain, passes=passes))

@@ -1,0 +1,114 @@
+"""DecompX (Modarressi et al., ACL 2023, "DecompX: Explaining Transformers Decisions by Propagating Token
+Decomposition"): what each word of a text adds to each class's logit, signed, through every part of the
+encoder.
+
+DecompX carries each input token's share of every representation as its own vector: through attention with the
+weights as they were, the residual, each LayerNorm with its scale frozen at the actual input (a linear map),
+the feed-forward block with its activation linearised at the actual pre-activation, the pooling and the head.
+Bias terms stay apart. Held that way the network is an affine map of its input x0 (_forward.py's rules
+`freeze_attention`, `freeze_norms`, `secant`), so the vector DecompX carries for a token, read by the head, is
+that map's Jacobian times the token's input vector: here computed as one forward pass of its own and one
+backward pass per class, the same numbers as propagating T vectors per token at the cost of a gradient.
+
+The parts: `tokens` (B, T, C), each word vector's contribution; `ngrams` (B, T, C), the n-gram vectors that
+end at each position; `positions` (B, C) and `bias` (B, C), the rest: `tokens.sum(1) + rest == logits`, to
+float64 rounding. The activation is linearised by its secant act(u) / u through zero, so the sum is exact for
+ReLU and GELU alike (both have act(0) = 0). As a ranking of words (`explain`), an n-gram's contribution is
+shared equally by the words it is made of (the first word's stand-in before [CLS] takes no share).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from ...model.classifier import TransformerClassifier
+from ..passes import Passes
+from . import Explanation, Method, Options, register
+from ._forward import Rules, run
+
+DECOMPX = Rules(freeze_attention=True, freeze_norms=True, secant=True)
+
+
+@dataclass
+class Decomposition:
+    """The logits (B, C) taken apart: `tokens` (B, T, C) by word, `ngrams` (B, T, C) by the position whose n-gram
+    vectors they are, `positions` (B, C), `bias` (B, C); `rest` = positions + bias + the n-grams summed."""
+
+    logits: torch.Tensor
+    tokens: torch.Tensor
+    ngrams: torch.Tensor
+    positions: torch.Tensor
+    bias: torch.Tensor
+    ngrams_by_n: list[torch.Tensor] = field(default_factory=list, repr=False)  # n = 2, 3, ...: (B, T, C) each
+
+    @property
+    def rest(self) -> torch.Tensor:
+        """(B, C): what is not a word's own: the positions, the biases and the n-gram vectors."""
+        return self.positions + self.bias + self.ngrams.sum(dim=1)
+
+
+def decompx(
+    net: TransformerClassifier, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> Decomposition:
+    """`net` (a TransformerClassifier) on input_ids (B, T), attention_mask (B, T) bool (None: from its pad id),
+    decomposed by DecompX in float64, dropout off (eval mode for the pass, each submodule's mode restored)."""
+    mask = input_ids != net.pad_id if attention_mask is None else attention_mask.bool()
+    modes = {m: m.training for m in net.modules()}
+    net.eval()
+    try:
+        with torch.enable_grad():
+            trace = run(net, input_ids, mask, DECOMPX)
+            per_class = []
+            for c in range(trace.logits.shape[1]):
+                (grad,) = torch.autograd.grad(trace.logits[:, c].sum(), trace.x0, retain_graph=True)
+                per_class.append(grad)  # (B, T, D): d logit_c / d x0
+    finally:
+        for m, training in modes.items():
+            m.training = training
+    g = torch.stack(per_class, dim=-1)  # (B, T, D, C)
+
+    def read(part: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("btd,btdc->btc", part, g)  # (B, T, C): the head's reading of each position's part
+
+    logits = trace.logits.detach()
+    tokens = read(trace.words)
+    by_n = [read(n) for n in trace.ngrams]
+    ngrams = sum(by_n, torch.zeros_like(tokens))
+    positions = read(trace.positions).sum(dim=1)
+    bias = logits - tokens.sum(dim=1) - ngrams.sum(dim=1) - positions
+    return Decomposition(logits=logits, tokens=tokens, ngrams=ngrams, positions=positions, bias=bias, ngrams_by_n=by_n)
+
+
+def word_shares(found: Decomposition) -> torch.Tensor:
+    """(B, T, C): each word's own contribution plus an equal share of every n-gram it is part of (the n-gram
+    ending at t is made of the words at t - n + 1 .. t, those before position 0 being stand-ins)."""
+    out = found.tokens.clone()
+    T = out.shape[1]
+    for n, part in enumerate(found.ngrams_by_n, start=2):  # (B, T, C): the n-grams ending at each position
+        count = torch.clamp(torch.arange(T, device=out.device) + 1, max=n).to(out.dtype)  # (T,) real words in each
+        share = part / count[None, :, None]
+        for back in range(n):  # the word `back` places before the n-gram's end
+            out[:, : T - back] += share[:, back:]
+    return out
+
+
+def explain(net: TransformerClassifier, ids: Tensor, mask: Tensor, target: Tensor, options: Options) -> Explanation:
+    """The predicted (or asked) class's row of the decomposition, per word, n-grams shared."""
+    found = decompx(net, ids, mask)
+    per_word = word_shares(found)  # (B, T, C)
+    return Explanation(per_word.gather(2, target.view(-1, 1, 1).expand(-1, ids.shape[1], 1)).squeeze(2))
+
+
+def passes(length: int, classes: int, options: Options) -> Passes:
+    return Passes(forward=1, backward=classes)
+
+
+register(
+    Method(
+        "decompx", "DecompX", signed=True, family="decomposition", explain=explain, passes=passes,
+        summary="each word's vector carried through attention, residual, LayerNorm, feed-forward and head",
+    )
+)  # fmt: skip

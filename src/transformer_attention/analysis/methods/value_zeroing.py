@@ -1,0 +1,66 @@
+"""Value zeroing (Mohebbi et al., EACL 2023, "Quantifying Context Mixing in Transformers"): in each layer, zero
+token j's value vector in every head, keep the attention weights, and measure how far each token i's output of
+the layer moves: 1 - cos(y_i, y_i without j). Rows scaled to sum 1, rolled out through the layers as ALTI's,
+and the pooled row ranks the words. Unsigned. Zeroing v_j takes alpha_ij W_O v_j out of query i's attention
+output and leaves the rest, so every (i, j) comes from one pass of the layer's residual, norms and feed-forward
+block over T x T rows, `CHUNK` numbers at a time."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ...model.classifier import TransformerClassifier
+from ...model.encoder import TransformerEncoderLayer
+from ..passes import Passes
+from . import Explanation, Method, Options, register
+from ._forward import Rules, feed_forward, norm
+from ._maps import rolled_out, shares
+
+CHUNK = 2**23  # rows x d_model (or feed-forward width) held at once
+
+
+def layer_map(
+    x: torch.Tensor, weights: torch.Tensor, layer: TransformerEncoderLayer, mask: torch.Tensor
+) -> torch.Tensor:
+    """(B, T, T): how far token i's output moves when token j's values are zeroed, rows summing to 1."""
+    B, T, D = x.shape
+    sa, rules, name = layer.self_attn, Rules(), "relu" if layer.activation is F.relu else "gelu"
+    source = norm(x, layer.norm1, rules) if layer.norm_first else x
+    v = sa.split_heads(source @ sa.w_v.weight.to(x.dtype).T + sa.w_v.bias.to(x.dtype))  # (B, H, T, Dk)
+    w_o = sa.w_o.weight.to(x.dtype).view(D, sa.num_heads, sa.d_k).permute(1, 2, 0)  # (H, Dk, D)
+    moves = torch.einsum("bhtk,hkd->bhtd", v, w_o)  # (B, H, T, D): W_O^h v_j
+    attended = torch.einsum("bhij,bhjd->bid", weights, moves) + sa.w_o.bias.to(x.dtype)  # (B, T, D)
+
+    def block(a: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:  # the layer after its attention
+        if layer.norm_first:
+            z = residual + a
+            return z + feed_forward(norm(z, layer.norm2, rules), layer, name, rules)
+        z = norm(residual + a, layer.norm1, rules)
+        return norm(z + feed_forward(z, layer, name, rules), layer.norm2, rules)
+
+    y = block(attended, x)  # (B, T, D): the layer's actual output
+    width = max(D, layer.linear1.out_features)
+    step = max(1, CHUNK // max(1, B * T * width))
+    out = torch.zeros(B, T, T, dtype=x.dtype, device=x.device)
+    for start in range(0, T, step):
+        rows = slice(start, min(T, start + step))
+        removed = torch.einsum("bhij,bhjd->bijd", weights[:, :, rows], moves)  # (B, n, T, D)
+        zeroed = block(attended[:, rows, None] - removed, x[:, rows, None])  # (B, n, T, D)
+        distance = 1 - F.cosine_similarity(zeroed, y[:, rows, None], dim=-1)  # (B, n, T)
+        out[:, rows] = distance.clamp(min=0) * mask[:, None, :].to(x.dtype)
+    return shares(out)
+
+
+def explain(net: TransformerClassifier, ids: Tensor, mask: Tensor, target: Tensor, options: Options) -> Explanation:
+    return rolled_out(net, ids, mask, layer_map)
+
+
+def passes(length: int, classes: int, options: Options) -> Passes:
+    """A forward pass, and each layer's residual, norms and feed-forward block once per token: about a forward
+    pass per token (the attention is not recomputed)."""
+    return Passes(forward=1 + length)
+
+
+register(Method("value_zeroing", "value zeroing", signed=False, family="attention", explain=explain, passes=passes))
