@@ -26,8 +26,9 @@ from conftest import ROOT, SHARED_DATA, entry_env
 from omegaconf import OmegaConf
 from test_checkpoint import save_like_lightning, tiny_module
 
-from transformer_attention.analysis.attributions import LABELS
-from transformer_attention.analysis.run import PAGE_METHODS, explain_rows
+from transformer_attention.analysis.methods import labels
+from transformer_attention.analysis.methods import names as method_names
+from transformer_attention.analysis.run import explain_rows
 from transformer_attention.data import load_tokenizer
 from transformer_attention.data.tokenizer import train_tokenizer
 from transformer_attention.errors import ConfigError
@@ -170,17 +171,17 @@ def test_predict_writes_one_page_per_text(tmp_path: Path, choice: str, pooling: 
         np.testing.assert_allclose(np.array(data["kinds"]["norm"]["layers"][1]), shares[1].numpy(), atol=1e-4)
         assert ("attention_png" in record) == (choice == "both")
         # the word attributions view: every method's value per token, and its faithfulness on this text
-        assert list(data["attributions"]) == list(PAGE_METHODS)
+        assert list(data["attributions"]) == list(method_names())
         assert all(len(values) == len(pred.tokens) for values in data["attributions"].values())
-        assert set(data["faithfulness"]) == set(PAGE_METHODS)
+        assert set(data["faithfulness"]) == set(method_names())
         assert set(data["faithfulness"]["rollout"]) == {
             "comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients"
         }  # fmt: skip
         assert "replaced by [MASK]" in data["faithfulness_note"]
         assert data["faithfulness_note"].startswith(f"for the class {pred.label};")  # analysis.target: predicted
-        assert data["text"]["pooling"] == pooling and data["names"]["methods"] == LABELS  # the model's pooled row
+        assert data["text"]["pooling"] == pooling and data["names"]["methods"] == labels()  # the model's pooled row
         pages.append(data)
-    for method in PAGE_METHODS:  # every page: each method's tau over both texts, mean +- SE, beside this text's
+    for method in method_names():  # every page: each method's tau over both texts, mean +- SE, beside this text's
         for key in ("tau_leave_one_out", "tau_integrated_gradients"):
             taus = [p["faithfulness"][method][key] for p in pages]
             assert pages[0]["agreement"] == pages[1]["agreement"]
@@ -462,7 +463,7 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
     }  # the first method ranks the words as leave-one-out does
     page = save_attention_html(
         tmp_path / "view.html", tokens, attentions, attributions=attributions, faithfulness=scores,
-        faithfulness_note="words replaced by [MASK]", method_labels=LABELS,
+        faithfulness_note="words replaced by [MASK]", method_labels=labels(),
     )  # fmt: skip
     browser.open(page.as_uri())
     assert browser.js("document.getElementById('mode-words').hidden") is False
@@ -519,7 +520,7 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
     }
     several = save_attention_html(
         tmp_path / "several.html", tokens, attentions, attributions=attributions, faithfulness=scores,
-        method_labels=LABELS, agreement=over,
+        method_labels=labels(), agreement=over,
     )  # fmt: skip
     browser.open(several.as_uri() + "#view=words")
     heads = browser.js("Array.from(document.querySelectorAll('#faithfulness th'), c => c.textContent)")
@@ -568,8 +569,8 @@ def test_the_text_tab_shades_each_word_by_the_pooled_row_summed_over_its_pieces(
 
 def test_the_page_carries_the_names_it_shares_with_python_and_refuses_bad_ones():
     weights = [torch.rand(2, 7, 7).softmax(-1)]
-    names = inlined_data(attention_html(PIECES, weights, scale="row", method_labels=LABELS))["names"]
-    assert names == {"scales": SCALES, "scale": "row", "methods": LABELS}
+    names = inlined_data(attention_html(PIECES, weights, scale="row", method_labels=labels()))["names"]
+    assert names == {"scales": SCALES, "scale": "row", "methods": labels()}
     assert inlined_data(attention_html(PIECES, weights))["names"]["scale"] == DEFAULT_SCALE
     with pytest.raises(ValueError, match=r"scale='log': expected one of fixed, row, uniform"):
         attention_html(PIECES, weights, scale="log")
@@ -626,7 +627,7 @@ def test_the_text_tab_and_the_scale_switch_in_a_browser(browser, tmp_path: Path)
     attributions = {"integrated_gradients": [0.0, 0.1, 0.2, -0.05, 0.0, 0.4, -0.3]}
     page = save_attention_html(
         tmp_path / "mean.html", PIECES, attentions, pooling="mean", scale="fixed", attributions=attributions,
-        method_labels=LABELS,
+        method_labels=labels(),
     )  # fmt: skip
     series = {s["id"]: s["values"] for s in read_attention_data(page.read_text(encoding="utf-8"))["text"]["series"]}
     browser.open(page.as_uri())
