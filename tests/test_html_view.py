@@ -43,6 +43,7 @@ from transformer_attention.plotting.html import (
     read_attention_data,
     save_attention_html,
 )
+from transformer_attention.plotting.pack import unpacked
 from transformer_attention.plotting.scales import DEFAULT_SCALE, SCALES
 from transformer_attention.tasks.predict import attention_formats, main
 from transformer_attention.training.checkpoint import load_module
@@ -82,10 +83,11 @@ class Scripts(HTMLParser):
             self._attrs = None
 
 
-def inlined_data(page: str) -> dict:
-    """The JSON of the page's data element, found the way a browser finds it (not with the module's helper)."""
+def inlined_data(page: str, raw: bool = False) -> dict:
+    """The JSON of the page's data element, found the way a browser finds it (not with the module's helper), its
+    maps unpacked (pack.py) unless `raw`."""
     (data,) = [text for attrs, text in Scripts(page).scripts if attrs.get("id") == "attention-data"]
-    return json.loads(data)
+    return json.loads(data) if raw else unpacked(json.loads(data))
 
 
 # ---- the file ---------------------------------------------------------------------------------------
@@ -101,7 +103,8 @@ def test_the_page_loads_nothing_from_the_network(prediction):
 def test_the_inlined_data_is_the_models_attention_for_every_layer_and_head(prediction):
     page = attention_html(prediction.tokens, prediction.attentions)
     data = inlined_data(page)
-    assert data == read_attention_data(page)
+    assert json.loads(json.dumps(inlined_data(page, raw=True))) == read_attention_data(page, raw=True)
+    np.testing.assert_array_equal(data["layers"], read_attention_data(page)["layers"])
     assert data["tokens"] == prediction.tokens
     assert len(data["layers"]) == len(prediction.attentions) == 2
     for layer, weights in zip(data["layers"], prediction.attentions, strict=True):
@@ -303,8 +306,8 @@ def shared_key_attention() -> tuple[list[str], list[torch.Tensor]]:
 
 
 def top(tokens: list[str], row: np.ndarray) -> str:
-    """The readout's list: the five largest weights of `row`, ties in text order."""
-    return ", ".join(f"{tokens[k]} {row[k]:.2f}" for k in sorted(range(len(row)), key=lambda k: (-row[k], k))[:5])
+    """The readout's list: the five largest weights of `row` to 3 significant digits, ties in text order."""
+    return ", ".join(f"{tokens[k]} {row[k]:#.3g}" for k in sorted(range(len(row)), key=lambda k: (-row[k], k))[:5])
 
 
 def assert_beside_tokens(browser: Chromium, blocks: list[dict], side: str) -> None:
@@ -348,7 +351,7 @@ def test_every_selected_head_stays_visible_in_a_browser(browser, tmp_path: Path)
     assert sorted((b["series"], b["key"]) for b in blocks) == [(s, k) for s in heads for k in range(6)]
     assert {b["query"] for b in blocks} == {query}
     for b in blocks:
-        assert b["weight"] == pytest.approx(heads[b["series"]][query, b["key"]], abs=1e-9)
+        assert b["weight"] == pytest.approx(heads[b["series"]][query, b["key"]], abs=1e-7)  # the page's float32
         assert b["opacity"] == pytest.approx([1, 1, b["weight"]], abs=1e-4)  # fill opacity = weight
         assert b["fill"] == legend[b["series"]]
     assert_beside_tokens(browser, blocks, "key")
@@ -539,19 +542,21 @@ WORDS = ["the", "film", "was", "not", "dull"]
 
 
 def by_words(row: np.ndarray) -> list[float]:
-    """A (7,) row of PIECES summed into the (6,) words of PIECES ([CLS] first): an oracle of its own."""
-    return [row[0], row[1], row[2] + row[3], row[4], row[5], row[6]]
+    """A (7,) row of PIECES as the (6,) words of PIECES ([CLS] first), each the mean of its pieces: an oracle of
+    its own."""
+    return [row[0], row[1], (row[2] + row[3]) / 2, row[4], row[5], row[6]]
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
-def test_the_text_tab_shades_each_word_by_the_pooled_row_summed_over_its_pieces(pooling: str):
+def test_the_text_tab_shades_each_word_by_the_mean_of_its_pieces(pooling: str):
     torch.manual_seed(1)
     attentions = [torch.rand(3, 7, 7).softmax(-1) for _ in range(2)]
     attributions = {"leave_one_out": [0.0, 0.1, 0.2, -0.05, 0.0, 0.4, -0.3]}
     page = attention_html(PIECES, attentions, pooling=pooling, attributions=attributions)
     text = inlined_data(page)["text"]
     pooled = (lambda a: a[0]) if pooling == "cls" else (lambda a: a.mean(axis=0))  # the row the classifier reads
-    assert text["words"] == ["[CLS]", *WORDS] and text["pieces"] == [1, 1, 2, 1, 1, 1] and text["first"] == 1
+    assert text["words"] == ["[CLS]", *WORDS] and text["first"] == 1
+    assert text["pieces"] == [["[CLS]"], ["the"], ["fi", "##lm"], ["was"], ["not"], ["dull"]]
     assert text["pooled"] == POOLED_ROW[pooling] and text["pooling"] == pooling
     series = {s["id"]: s for s in text["series"]}
     for layer, weights in enumerate(attentions):
@@ -561,16 +566,17 @@ def test_the_text_tab_shades_each_word_by_the_pooled_row_summed_over_its_pieces(
             np.testing.assert_allclose(series[f"layer-{layer}-head-{h}"]["values"], by_words(pooled(w[h])), rtol=1e-3)
     np.testing.assert_allclose(series["rollout"]["values"], by_words(pooled(attention_rollout(attentions))), rtol=1e-3)
     assert series["method-leave_one_out"]["signed"] and series["method-leave_one_out"]["values"] == pytest.approx(
-        [0.0, 0.1, 0.15, 0.0, 0.4, -0.3]
-    )
-    assert sum(series["layer-1"]["values"]) == pytest.approx(1.0, abs=1e-3)  # a row's weights, over words
+        [0.0, 0.1, 0.075, 0.0, 0.4, -0.3]
+    )  # an attribution alike: "film" the mean of its pieces 0.2 and -0.05
+    pieces = [len(p) for p in text["pieces"]]  # a word's mean times its pieces: the row still sums to 1
+    assert np.dot(series["layer-1"]["values"], pieces) == pytest.approx(1.0, abs=1e-3)
     assert text["default"] == "layer-1"
 
 
 def test_the_page_carries_the_names_it_shares_with_python_and_refuses_bad_ones():
     weights = [torch.rand(2, 7, 7).softmax(-1)]
     names = inlined_data(attention_html(PIECES, weights, scale="row", method_labels=labels()))["names"]
-    assert names == {"scales": SCALES, "scale": "row", "methods": labels()}
+    assert names == {"scales": SCALES, "scale": "row", "methods": labels(), "file": "attention"}
     assert inlined_data(attention_html(PIECES, weights))["names"]["scale"] == DEFAULT_SCALE
     with pytest.raises(ValueError, match=r"scale='log': expected one of fixed, row, uniform"):
         attention_html(PIECES, weights, scale="log")
@@ -732,9 +738,17 @@ def test_a_long_review_fits_the_page_in_a_browser(browser, imdb_reviews, tmp_pat
         browser.click(f"#mode-{tab}")
         assert browser.js(no_sideways) == [True, True], f"the {tab} tab scrolls sideways"
 
-    browser.click("#mode-model")  # every cell 3 px or more; a grid wider than the page scrolls in its own box
-    cells = browser.js("Array.from(document.querySelectorAll('canvas.map'), c => c.clientWidth / c.width)")
-    assert len(cells) == 2 * 4 + 1 and min(cells) >= 3
+    browser.click("#mode-model")  # a layer's 4 maps side by side in the page: cells of 3 px where that fits
+    maps = browser.js(
+        "Array.from(document.querySelectorAll('canvas.map'), c => [c.clientWidth / c.width, c.dataset.layer, "
+        "c.getBoundingClientRect().right, c.getBoundingClientRect().top])"
+    )
+    width = browser.js("document.documentElement.clientWidth")
+    assert len(maps) == 2 * 4 + 1 and all(right <= width for _, _, right, _ in maps)
+    assert {layer: len({top for _, one, _, top in maps if one == layer}) for _, layer, _, _ in maps} == {
+        "0": 1, "1": 1, "rollout": 1
+    }  # fmt: skip
+    assert min(cell for cell, *_ in maps) >= min(3, ((width - 170) / 4 - 10) / n)  # model.js's margins, a scrollbar
 
     browser.click("#mode-head")  # the readout stays on screen beside the last token
     browser.move_to(f"g.token.left[data-index='{n - 1}'] rect")
@@ -798,11 +812,21 @@ def norm_maps(attentions: list[torch.Tensor]) -> list[torch.Tensor]:
 def test_the_page_carries_the_norm_maps_as_shares_and_their_rollout():
     tokens, attentions = shared_key_attention()
     norms = norm_maps(attentions)
-    data = inlined_data(attention_html(tokens, attentions, norms=norms))
+    page = attention_html(tokens, attentions, norms=norms)
+    data = inlined_data(page)
     shares = [(n / n.sum(-1, keepdim=True)).numpy() for n in norms]
-    assert data["kinds"]["weight"]["layers"] == data["layers"]
-    np.testing.assert_allclose(np.array(data["kinds"]["norm"]["layers"]), np.stack(shares), atol=1e-5)
-    np.testing.assert_allclose(np.array(data["kinds"]["norm"]["rollout"]), attention_rollout(shares), atol=1e-5)
+    assert data["kinds"]["weight"]["layers"] is data["layers"]
+    stored = inlined_data(page, raw=True)["kinds"]["norm"]  # weight x length: the lengths alone, (L, H, n)
+    assert set(stored) == {"lengths", "rollout", "series"} and np.shape(stored["lengths"]) == (2, 4, 6)
+    np.testing.assert_allclose(np.array(data["kinds"]["norm"]["layers"]), np.stack(shares), atol=3e-5)
+    np.testing.assert_allclose(np.array(data["kinds"]["norm"]["rollout"]), attention_rollout(shares), atol=3e-5)
+    other = [n + 0.01 * torch.rand_like(n) for n in norms]  # not weight x length: the shares themselves, packed
+    raw = inlined_data(attention_html(tokens, attentions, norms=other), raw=True)["kinds"]["norm"]
+    assert "lengths" not in raw and raw["layers"]["shape"] == [2, 4, 6, 6]
+    np.testing.assert_allclose(
+        inlined_data(attention_html(tokens, attentions, norms=other))["kinds"]["norm"]["layers"],
+        np.stack([(n / n.sum(-1, keepdim=True)).numpy() for n in other]), atol=3e-5,
+    )  # fmt: skip
     assert not np.allclose(shares[0], attentions[0].numpy(), atol=1e-2)  # the switch shows something else
     assert data["kinds"]["weight"]["series"] == data["text"]["series"]  # the text tab swaps with the maps
     series = {one["id"]: one["values"] for one in data["kinds"]["norm"]["series"]}

@@ -188,6 +188,7 @@ class Prediction:
     label_id: int
     probabilities: dict[str, float]
     tokens: list[str]
+    text_tokens: int = 0  # the tokens of the whole text: more than len(tokens) when it was cut to max_length
     attentions: list[torch.Tensor] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
@@ -207,10 +208,8 @@ def predict(
 ) -> list[Prediction]:
     """Classify `texts` with the module's own tokenizer, in eval mode, on the module's device (`infer`);
     `need_norms`: `attentions` holds the norm-weighted maps ||alpha_ij f(x_j)|| instead of the weights.
-
     Texts are cut to `max_length` tokens: by default the length the model was trained with (kept in
-    the checkpoint's tokenizer), at most the model's `max_len`.
-    """
+    the checkpoint's tokenizer), at most the model's `max_len`; `text_tokens` says how many the whole text has."""
     if isinstance(texts, str):
         texts = [texts]
     if not module.tokenizer_json:
@@ -233,8 +232,9 @@ def predict(
     for i in unknown:  # after [CLS]: the model sees no word it knows, so the prediction says nothing of the text
         log.warning("text %d is all [UNK] tokens (no word of it is in the model's vocabulary): %r", i, texts[i][:80])
     rows = infer(module, ids, need_weights=need_weights, batch_size=batch_size, need_norms=need_norms)
+    tok.no_truncation()  # each whole text's tokens too: a text cut to max_length says so wherever it is shown
     results = []
-    for text, row_ids, row in zip(texts, ids, rows, strict=True):
+    for text, row_ids, row, whole in zip(texts, ids, rows, tok.encode_batch(list(texts)), strict=True):
         k = int(row.probabilities.argmax())
         results.append(
             Prediction(
@@ -243,6 +243,7 @@ def predict(
                 label_id=k,
                 probabilities={n: float(p) for n, p in zip(names, row.probabilities.tolist(), strict=True)},
                 tokens=[tok.id_to_token(int(i)) or "[UNK]" for i in row_ids],
+                text_tokens=len(whole.ids),
                 attentions=row.attentions,  # each (H, T, T), padding cut off
             )
         )

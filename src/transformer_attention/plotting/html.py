@@ -38,8 +38,10 @@ import numpy as np
 import torch
 
 from ..files import atomic_write
+from .pack import COMPUTE, norm_data, pack, unpacked
 from .page_data import DECIMALS, norm_maps, text_tab
 from .plots import attention_window, cut_note
+from .review import Review, file_stem, plain, review_data
 from .rollout import attention_rollout
 from .scales import DEFAULT_SCALE, SCALES, check_scale
 from .words import POOLED_ROW
@@ -67,6 +69,8 @@ def attention_html(
     method_labels: Mapping[str, str] | None = None,
     norms: Sequence[np.ndarray | torch.Tensor] | None = None,
     agreement: Mapping[str, Mapping[str, Mapping]] | None = None,
+    name: str | None = None,
+    review: Review | None = None,
 ) -> str:
     """The page for one text: `tokens` (T strings) and `attentions`, one (H, T, T) map per layer with
     padding cut off (what `predict(..., need_weights=True)` gives). `rollout` adds the attention rollout
@@ -80,7 +84,10 @@ def attention_html(
     norm-weighted maps, `predict(..., need_norms=True)`) add a "weight | weight x norm" switch to the head and
     model views and the text tab: each row of a norm map scaled to sum 1 (the share of what reaches the query),
     rollout of those. `agreement` (method -> `tau_<reference>` -> mean, sem, texts, identical: over several texts,
-    `agreement_over_texts`) adds columns beside this text's tau in the faithfulness table."""
+    `agreement_over_texts`) adds columns beside this text's tau in the faithfulness table.
+    `name` names the files the page's save buttons write (`<name> - head view.svg`; default: the title, made
+    safe); `review` (the text itself, and how much of it the model read) is shown under the heading, three
+    lines of it until clicked, and a text the model read only part of says where it was cut."""
     check_scale(scale)
     if pooling not in POOLED_ROW:
         raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(map(repr, POOLED_ROW))}")
@@ -95,16 +102,24 @@ def attention_html(
         if layers and shape[0] != layers[0].shape[0]:
             raise ValueError(f"layer {layer} has {shape[0]} heads, layer 0 has {layers[0].shape[0]}")
         shown, w = attention_window(tokens, weights, max_tokens)  # (H, n, n), shapes checked
-        layers.append(w)
+        layers.append(w.astype(np.float64))
     n = len(shown)
+    cut = n < len(tokens)
+    title = plain(title or "attention")
     data: dict[str, Any] = {
         "tokens": shown,
-        "layers": [np.round(w.astype(np.float64), DECIMALS).tolist() for w in layers],  # (L, H, n, n)
+        "layers": pack(np.stack(layers)),  # (L, H, n, n)
         "rollout": None,
         "residual": residual,
         "min_weight": MIN_WEIGHT,
         "note": cut_note(n, len(tokens)),
-        "names": {"scales": SCALES, "scale": scale, "methods": dict(method_labels or {})},
+        "names": {
+            "scales": SCALES,
+            "scale": scale,
+            "methods": dict(method_labels or {}),
+            "file": file_stem(name or title),
+        },  # fmt: skip
+        "review": None if review is None else review_data(review, len(tokens)),
     }
     if attributions:
         for method, values in attributions.items():
@@ -120,18 +135,17 @@ def attention_html(
         }
         data["faithfulness_note"] = faithfulness_note or ""
     full = attention_rollout(attentions, residual=residual) if rollout else None  # (T, T), the whole text
-    if full is not None:
-        data["rollout"] = np.round(full[:n, :n].astype(np.float64), DECIMALS).tolist()
+    if full is not None:  # the page computes the rollout of the maps it holds; of a cut text, it is given
+        data["rollout"] = pack(full[:n, :n]) if cut else COMPUTE
     data["text"] = text_tab(tokens, attentions, pooling=pooling, rollout=full, attributions=attributions or {})
     if norms is not None:  # the text tab's series swap with the maps: each word by weight x norm
-        weight = {"layers": data["layers"], "rollout": data["rollout"], "series": data["text"]["series"]}
-        data["kinds"] = {"weight": weight, "norm": norm_maps(tokens, norms, max_tokens=max_tokens, rollout=rollout,
-                         residual=residual, pooling=pooling, attributions=attributions or {})}  # fmt: skip
-    title = title or "attention"
+        norm = norm_maps(tokens, norms, max_tokens=max_tokens, rollout=rollout, residual=residual, pooling=pooling,
+                         attributions=attributions or {})  # fmt: skip
+        data["kinds"] = {"norm": {"series": norm["series"], **norm_data(layers, norms, norm, cut=cut)}}
     page, style, script = _assets()
     fills = {
         "TITLE": _text(title),
-        "CAPTION": _text(caption or ""),
+        "CAPTION": _text(plain(caption or "")),
         "DATA": _json(data),
         "STYLE": style,
         "SCRIPT": script,
@@ -149,11 +163,13 @@ def save_attention_html(
     return atomic_write(path, attention_html(tokens, attentions, **kwargs))
 
 
-def read_attention_data(page: str) -> dict:
-    """The data a page inlines, parsed back (tokens, layers (L, H, T, T), rollout): for tests and tools."""
+def read_attention_data(page: str, *, raw: bool = False) -> dict:
+    """The data a page inlines, parsed back as its script reads it (tokens, layers (L, H, T, T) and rollout as
+    arrays, pack.py's `unpacked`), or as stored (`raw`): for tests and tools."""
     start = page.index('<script type="application/json" id="attention-data">')
     start = page.index(">", start) + 1
-    return json.loads(page[start : page.index("</script>", start)])
+    data = json.loads(page[start : page.index("</script>", start)])
+    return data if raw else unpacked(data)
 
 
 def _rounded(v: float | None) -> float | None:

@@ -26,13 +26,13 @@ def text_tab(
     rollout: np.ndarray | None,
     attributions: Mapping[str, Sequence[float]],
 ) -> dict:
-    """The text tab's data, over the whole text: its words, and per series (each layer's head mean, each head,
-    the rollout, each attribution method) one value per word, the pooled row's weights summed over a word's
-    pieces (attributions summed alike)."""
+    """The text tab's data, over the whole text: its words (and each word's pieces), and per series (each layer's
+    head mean, each head, the rollout, each attribution method) one value per word: the mean of its pieces' values
+    (words.py's `word_values`: a word is not darker for being cut in pieces; the page says so)."""
     words = join_pieces(tokens)
 
     def per_word(values) -> list[float]:
-        return [float(f"{v:.4g}") for v in word_values(values, words)]
+        return [float(f"{v:.4g}") for v in word_values(values, words, combine="mean")]
 
     series: list[dict[str, Any]] = [
         {
@@ -57,7 +57,7 @@ def text_tab(
                        "values": per_word(values)})  # fmt: skip
     return {
         "words": [w.text for w in words],
-        "pieces": [len(w.tokens) for w in words],
+        "pieces": [[tokens[i] for i in w.tokens] for w in words],
         "first": int(bool(tokens) and tokens[0] == "[CLS]"),  # not a word of the text: its share is stated apart
         "pooling": pooling,
         "pooled": POOLED_ROW[pooling],
@@ -77,8 +77,8 @@ def norm_maps(
     pooling: str,
     attributions: Mapping[str, Sequence[float]],
 ) -> dict:
-    """The norm-weighted maps as the page draws them: rows scaled to sum 1, cut like the weights, their rollout,
-    and the text tab's series of them (over the whole text, as `text_tab`'s of the weights)."""
+    """The norm-weighted maps as the page draws them: rows scaled to sum 1, cut like the weights ((H, n, n) arrays),
+    their rollout ((n, n)), and the text tab's series of them (over the whole text, as `text_tab`'s of the weights)."""
     if len(norms) == 0:
         raise ValueError("norms: one (H, T, T) norm-weighted map per layer, got none")
     per_layer = [np.asarray(m, dtype=np.float64) for m in norms]  # (H, T, T) each
@@ -87,7 +87,7 @@ def norm_maps(
     n = layers[0].shape[-1]
     whole = attention_rollout(shares, residual=residual) if rollout else None  # (T, T)
     return {
-        "layers": [np.round(w, DECIMALS).tolist() for w in layers],
-        "rollout": None if whole is None else np.round(whole[:n, :n].astype(np.float64), DECIMALS).tolist(),
+        "layers": layers,
+        "rollout": None if whole is None else whole[:n, :n].astype(np.float64),
         "series": text_tab(tokens, shares, pooling=pooling, rollout=whole, attributions=attributions)["series"],
     }

@@ -12,6 +12,7 @@ import torch
 from .style import as_numpy
 
 CONTINUATION = "##"  # WordPiece's mark of a piece that continues the word before it (data/tokenizer.py)
+COMBINE = ("sum", "mean")  # how word_values makes one value of a word's pieces
 POOLED_ROW = {"cls": "the [CLS] row", "mean": "the mean of the rows"}  # what each pooling reads, for captions
 
 
@@ -35,16 +36,22 @@ def join_pieces(tokens: Sequence[str]) -> list[Word]:
     return words
 
 
-def word_values(values: np.ndarray | torch.Tensor | Sequence[float], words: Sequence[Word]) -> np.ndarray:
-    """(len(words),) per-word sums of (T,) per-token `values`: a word cut into pieces gets the weight of all
-    of them, so a row that sums to 1 over tokens still sums to 1 over words."""
+def word_values(
+    values: np.ndarray | torch.Tensor | Sequence[float], words: Sequence[Word], combine: str = "sum"
+) -> np.ndarray:
+    """(len(words),) per-word values of (T,) per-token `values`. `combine="sum"`: a word cut into pieces gets the
+    weight of all of them, so a row that sums to 1 over tokens still sums to 1 over words (but a word in three
+    pieces of a near-even row reads three times as dark). `"mean"`: the mean of its pieces, on the same per-token
+    scale as the maps (an even row's 1/n stays 1/n), so no word is dark for being split."""
+    if combine not in COMBINE:
+        raise ValueError(f"combine={combine!r}: expected one of {', '.join(map(repr, COMBINE))}")
     v = as_numpy(values).astype(np.float64)
     if v.ndim != 1:
         raise ValueError(f"word_values takes one value per token, (T,), got shape {tuple(v.shape)}")
     covered = sum(len(w.tokens) for w in words)
     if covered != v.shape[0]:
         raise ValueError(f"{v.shape[0]} values for words that cover {covered} tokens")
-    return np.array([v[w.tokens].sum() for w in words])
+    return np.array([v[w.tokens].mean() if combine == "mean" else v[w.tokens].sum() for w in words])
 
 
 def pooled_row(weights: np.ndarray | torch.Tensor, pooling: str = "cls") -> np.ndarray:

@@ -25,9 +25,10 @@ from ..analysis.methods import labels
 from ..analysis.run import explain_rows
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError, InputError, printable
-from ..files import atomic_write
+from ..files import atomic_write, shown
 from ..inference import Prediction, infer, predict
 from ..plotting import ReviewText, paragraphs, plot_rollout, save_attention_html, save_attention_png, save_figure
+from ..plotting.review import Review, cut_review, plain, read_note
 from ..plotting.scales import DEFAULT_SCALE, MAP_KINDS, SCALES
 from ..plotting.words import POOLED_ROW
 from ..training.checkpoint import load_module
@@ -82,8 +83,10 @@ def _read_lines(text_file: str) -> list[str]:
 
 
 def caption(pred: Prediction, pooling: str) -> str:
-    """What a prediction's pictures are titled: the label, its probability, the text, the pooled row."""
-    return f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {pred.text[:80]} \u00b7 pooled: {POOLED_ROW[pooling]}"
+    """What a prediction's pictures are titled: the label, its probability, the text (`<br />` as a space; how much
+    of it the model read where it was cut), the pooled row."""
+    text = read_note(len(pred.tokens), pred.text_tokens) + " ".join(plain(pred.text).split())
+    return f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {text[:80]} \u00b7 pooled: {POOLED_ROW[pooling]}"
 
 
 def save_attention_pngs(
@@ -135,11 +138,13 @@ def save_attention_page(
     pooling: str = "cls",
     norms: list[torch.Tensor] | None = None,
     agreement: dict[str, Any] | None = None,
+    review: Review | None = None,
 ) -> Path:
     """The interactive attention view of one prediction (every layer, head and the rollout; with `norms`, the
     norm-weighted maps too) and, when `explained`, its word attributions with their faithfulness on this text:
-    `<folder>/<index>.html`. `agreement`: each method's tau over all the texts explained (mean +- SE), beside
-    this text's."""
+    `<folder>/<index>.html`, titled `text_<index>` (the name of the pictures its buttons save), the text under the
+    title and, where the model read only part of it (`review`), the cut. `agreement`: each method's tau over
+    all the texts explained (mean +- SE), beside this text's."""
     probs = ", ".join(f"{name} {prob:.2f}" for name, prob in pred.probabilities.items())
     words = {}
     if explained is not None:
@@ -152,7 +157,8 @@ def save_attention_page(
             "agreement": agreement,
         }
     return save_attention_html(
-        folder / f"{index:04d}.html", pred.tokens, _weights(pred), title=pred.text, caption=f"{pred.label} ({probs})",
+        folder / f"{index:04d}.html", pred.tokens, _weights(pred), title=f"text_{index}",
+        caption=f"{pred.label} ({probs})", review=review or Review(pred.text, len(pred.tokens)),
         pooling=pooling, method_labels=labels(), norms=norms, **words,
     )  # fmt: skip
 
@@ -214,7 +220,7 @@ def main(cfg: DictConfig) -> list[Prediction]:
     run = Path(cfg.paths.output_dir)
     records, pooling = [], module.hparams.get("pooling", "cls")
     for i, p in enumerate(preds):
-        record = p.to_dict()
+        record = {**p.to_dict(), "tokens_read": len(p.tokens), "truncated": p.text_tokens > len(p.tokens)}
         if "png" in formats:
             folder = run / "attention"
             drawn, norm = p, norms[i]  # norms: computed for kind=norm
@@ -224,17 +230,19 @@ def main(cfg: DictConfig) -> list[Prediction]:
             record["rollout_png"] = str(save_rollout_png(drawn, folder, i, pooling=pooling, scale=scale))
             record["text_png"] = str(save_text_png(drawn, folder, i, pooling=pooling, scale=scale))
         if "html" in formats:
+            cut = cut_review(p.text, len(p.tokens), tok)
             page = save_attention_page(
-                p, run / "attention", i, explained[i], removal, pooling, norms=norms[i], agreement=agreement
+                p, run / "attention", i, explained[i], removal, pooling, norms=norms[i], agreement=agreement, review=cut
             )
             record["attention_html"] = str(page)
         records.append(json.dumps(record, ensure_ascii=False) + "\n")
     atomic_write(run / "predictions.jsonl", "".join(records))
     for p in preds:
         probs = "  ".join(f"{name}={prob:.4f}" for name, prob in p.probabilities.items())
-        print(f"{printable(p.label):<12} {printable(probs)}  | {printable(p.text)}")  # names from a file
-    print(f"predictions: {run / 'predictions.jsonl'}")
+        note = read_note(len(p.tokens), p.text_tokens)  # "read 64 of 494 tokens: " where the text was cut
+        print(f"{printable(p.label):<12} {printable(probs)}  | {note}{printable(p.text)}")  # names from a file
+    print(f"predictions: {shown(run / 'predictions.jsonl')}")
     if formats:
         pages = " (<i>.html: open it in a browser)" if "html" in formats else ""
-        print(f"attention maps: {run / 'attention'}{pages}")
+        print(f"attention maps: {shown(run / 'attention')}{pages}")
     return preds

@@ -1,13 +1,15 @@
 /* Head view: queries on the left, keys on the right. Each series (a head, the head mean, or the rollout)
    owns a fixed column of blocks beside each token, fill opacity = the weight on the scale picked, so heads
    never cover one another; lines are opaque (no colour outside the legend), thickness = the scaled weight,
-   drawn thickest first so a thin line lies on top of a thick one. Every mark carries data-series,
+   drawn thickest first so a thin line lies on top of a thick one; the readout gives weights to 3 significant
+   digits (1/n of a 500-token text is 0.00200); a long text's rows are compact. Every mark carries data-series,
    data-query, data-key and data-weight (the model's weight) for tests and tools. */
 import { data, state, tokens, T, H, changed } from "./state.js";
 import { DARK, byId, colorOf, htmlNode, quoted, svgNode, swatch } from "./dom.js";
 import { scaledRows } from "./scale.js";
 
-const ROW = 24, MAX_WIDTH = 6, GAP = 260, PAD = 12, TOP = 18, BOX = 13, TOP_K = 5;
+const LONG = 64; /* a text of more tokens is drawn in compact rows: 16 px, not 24 */
+const ROW = T > LONG ? 16 : 24, MAX_WIDTH = 6, GAP = 260, PAD = 12, TOP = 18, BOX = 13, TOP_K = 5;
 const SLOTS = H + 1; /* one block column per head, and one for the mean */
 const svg = byId("view");
 const readout = byId("readout");
@@ -21,6 +23,7 @@ function y(t) {
 }
 
 export function buildTokens() {
+  svg.classList.toggle("compact", T > LONG);
   const probe = svgNode("text", { x: 0, y: -100 }, svg);
   const widths = tokens.map((token) => {
     probe.textContent = token;
@@ -97,7 +100,7 @@ function drawReadout(all, focus) {
     line.setAttribute("data-series", one.name);
     swatch(one.color, line);
     line.appendChild(document.createTextNode(one.label + ": " +
-      best.slice(0, TOP_K).map(([w, j]) => tokens[j] + " " + w.toFixed(2)).join(", ")));
+      best.slice(0, TOP_K).map(([w, j]) => tokens[j] + " " + w.toPrecision(3)).join(", ")));
   });
   if (data.note) { htmlNode("div", "note", "[" + data.note + "]", readout); }
 }

@@ -57,9 +57,8 @@ function fromHash() {
 function viewSvg() {
   const view = byId(state.view + "-view"), box = view.getBoundingClientRect();
   const copy = htmlNode("div", "", "", null);
-  [document.querySelector("h1"), document.querySelector(".caption"), view].forEach((node) => {
-    copy.appendChild(node.cloneNode(true));
-  });
+  [document.querySelector("h1"), document.querySelector(".caption"), byId("review"), byId("cut-note"), view]
+    .forEach((node) => copy.appendChild(node.cloneNode(true)));
   const inputs = view.querySelectorAll("input, option"), canvases = view.querySelectorAll("canvas");
   copy.querySelectorAll("input, option").forEach((node, i) => { /* what is ticked now, not what the page began with */
     const on = inputs[i].checked || inputs[i].selected;
@@ -75,7 +74,8 @@ function viewSvg() {
   const style = document.querySelector("style").textContent;
   const top = document.querySelector("h1").getBoundingClientRect().top;
   const width = Math.ceil(Math.max(box.width, view.scrollWidth)), height = Math.ceil(box.bottom - top) + 16;
-  const body = new XMLSerializer().serializeToString(copy);
+  /* no character XML 1.0 forbids (a review's BEL or ESC): the SVG must parse, and the PNG is drawn from it */
+  const body = new XMLSerializer().serializeToString(copy).replace(/[^\t\n\r\u0020-\ufffd]/g, "");
   const svg = "<svg xmlns=\"" + SVG_NS + "\" width=\"" + width + "\" height=\"" + height +
     "\"><foreignObject width=\"100%\" height=\"100%\"><div xmlns=\"" + document.documentElement.namespaceURI +
     "\" style=\"font: 14px system-ui, sans-serif; background: #fff\"><style>" + style + "</style>" + body +
@@ -83,10 +83,11 @@ function viewSvg() {
   return { svg, width, height };
 }
 
-/* Hand `blob` to the browser's download, named after the text and the view. */
+/* Hand `blob` to the browser's download, named after the page's short name (never the review: a file name
+   holds 255 bytes) and the view. */
 function download(blob, kind) {
   const link = htmlNode("a", "", "", document.body);
-  link.setAttribute("download", (document.title || "attention") + " - " + state.view + " view." + kind);
+  link.setAttribute("download", data.names.file + " - " + state.view + " view." + kind);
   link.setAttribute("href", URL.createObjectURL(blob));
   link.click();
   link.remove();
@@ -112,6 +113,27 @@ function exportPng() {
   image.setAttribute("src", "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg));
 }
 
+/* The review under the heading, three lines of it until "show all"; where the model read only part of it, how
+   much (the text tab marks the cut). */
+function buildReview() {
+  const review = data.review;
+  if (!review) { return; }
+  const box = byId("review"), more = byId("review-more");
+  box.textContent = review.text;
+  box.hidden = false;
+  more.hidden = box.scrollHeight <= box.clientHeight + 1;
+  more.addEventListener("click", () => {
+    more.textContent = box.classList.toggle("clamped") ? "show all" : "show less";
+  });
+  if (review.read < review.total) {
+    const note = byId("cut-note");
+    note.hidden = false;
+    note.textContent = "The model read the first " + review.read + " of this text\u2019s " + review.total +
+      " tokens (the length it takes): the maps end there, and the text tab marks the cut.";
+  }
+}
+
+buildReview();
 buildHeadControls();
 buildTokens();
 buildModel();

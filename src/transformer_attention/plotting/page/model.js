@@ -1,12 +1,13 @@
 /* Model view: every layer x head (and the rollout) as a query x key map on the scale picked. A map's canvas
-   has one pixel per cell, drawn at CELL_PX or more per cell (never under MIN_CELL_PX): a long text's maps
-   keep readable cells and the grid scrolls in its own box, never the page. */
+   has one pixel per cell, drawn at CELL_PX per cell (MIN_CELL_PX or more) where a layer's H maps fit the page
+   side by side; a long text's maps are drawn smaller, every head of a layer still in view at once (cells under a
+   pixel blend), and the readout gives each weight; a grid taller than the screen scrolls in its own box. */
 import { data, state, tokens, T, H, changed } from "./state.js";
 import { byId, colorOf, htmlNode, quoted, swatch } from "./dom.js";
 import { ramp, scaledRows } from "./scale.js";
 
 const MAP_PX = 120, MIN_CELL_PX = 3;
-const CELL_PX = Math.max(MIN_CELL_PX, Math.floor(MAP_PX / T));
+const CELL_PX = Math.max(MIN_CELL_PX, Math.floor(MAP_PX / T)), MARGIN_PX = 150, GAP_PX = 10;
 const maps = [];
 let drawn = null;
 
@@ -25,9 +26,16 @@ function openMap(layer, head) {
   changed();
 }
 
+/* A map's side on screen: CELL_PX a cell, or what lets a layer's H maps stand side by side on the page. */
+function mapSide() {
+  const room = Math.floor((document.documentElement.clientWidth - MARGIN_PX) / H) - GAP_PX;
+  return Math.max(Math.min(CELL_PX * T, room), Math.min(CELL_PX * T, MAP_PX / 2));
+}
+
 export function buildModel() {
   const grid = byId("grid"), hint = byId("model-readout"), rows = [];
   grid.style.gridTemplateColumns = "auto repeat(" + H + ", auto)";
+  const side = mapSide();
   htmlNode("div", "corner", "", grid);
   for (let h = 0; h < H; h++) {
     const head = htmlNode("div", "colhead", "", grid);
@@ -42,7 +50,8 @@ export function buildModel() {
       const canvas = htmlNode("canvas", "map", "", grid);
       const name = row.name + (row.layer === "rollout" ? "" : ", head " + h);
       canvas.width = canvas.height = T;
-      canvas.style.width = canvas.style.height = CELL_PX * T + "px";
+      canvas.style.width = canvas.style.height = side + "px";
+      if (side < T) { canvas.style.imageRendering = "auto"; } /* cells under a pixel blend, none is dropped */
       canvas.setAttribute("data-layer", row.layer);
       canvas.setAttribute("data-head", row.layer === "rollout" ? "rollout" : String(h));
       canvas.title = name + ": click to open it";
@@ -52,7 +61,7 @@ export function buildModel() {
         const q = Math.min(T - 1, Math.floor((ev.clientY - r.top) / n));
         const k = Math.min(T - 1, Math.floor((ev.clientX - r.left) / n));
         const v = mapOf(row.layer, h)[q][k];
-        hint.textContent = name + ": " + quoted(tokens[q]) + " reads " + quoted(tokens[k]) + " " + v.toFixed(3);
+        hint.textContent = name + ": " + quoted(tokens[q]) + " reads " + quoted(tokens[k]) + " " + v.toPrecision(3);
       });
       maps.push([canvas, row.layer, h]);
     });

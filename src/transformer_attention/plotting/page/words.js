@@ -1,8 +1,9 @@
-/* Word attributions tab (when the page carries them): each token coloured by the picked method's
-   attribution (data-method, data-value), blue towards the predicted class, orange against, the strongest
-   fully coloured; each method's faithfulness on this text in a table, and, when predict.py explained several
-   texts, each method's agreement (tau) over all of them, mean +- SE. Method labels come from Python. */
-import { data, state, tokens, T, changed } from "./state.js";
+/* Word attributions tab (when the page carries them): each word of the text coloured by the picked method's
+   attribution (data-method, data-value), blue towards the explained class, orange against, the strongest
+   fully coloured; the same words as the text tab (a word cut into pieces takes the mean of its pieces' values,
+   its pieces on hover). Each method's faithfulness on this text in a table, and, when predict.py explained
+   several texts, each method's agreement (tau) over all of them, mean +- SE. Method labels come from Python. */
+import { data, state, changed } from "./state.js";
 import { byId, htmlNode, quoted } from "./dom.js";
 
 export const FOR = [31, 119, 180], AGAINST = [255, 127, 14];
@@ -13,6 +14,18 @@ const wordSpans = [];
 
 export function methodName(m) {
   return data.names.methods[m] || m;
+}
+
+/* `word` with its pieces, where the tokenizer cut it: "film (fi ##lm: the mean of 2 pieces)". */
+export function withPieces(word, pieces) {
+  return quoted(word) + (pieces.length > 1 ? " (" + pieces.join(" ") + ": the mean of " + pieces.length +
+    " pieces)" : "");
+}
+
+/* The method's value for each word of the text tab (data.text: the mean of each word's pieces). */
+function wordValues(m) {
+  const one = data.text.series.find((s) => s.id === "method-" + m);
+  return one ? one.values : data.text.words.map(() => 0);
 }
 
 export function buildWords() {
@@ -28,17 +41,17 @@ export function buildWords() {
     radio.addEventListener("change", () => { state.method = m; changed(); });
     label.appendChild(document.createTextNode(" " + methodName(m)));
   });
-  for (let t = 0; t < T; t++) {
-    const span = htmlNode("span", "word", tokens[t], words);
-    span.setAttribute("data-index", String(t));
+  data.text.words.forEach((word, i) => {
+    const span = htmlNode("span", "word", word, words), pieces = data.text.pieces[i];
+    span.setAttribute("data-index", String(i));
     span.addEventListener("mouseenter", () => {
-      const v = data.attributions[state.method][t];
-      hint.textContent = t === 0 ? quoted(tokens[t]) + " is kept in every test: not ranked" :
-        methodName(state.method) + ": " + quoted(tokens[t]) + " " + v.toPrecision(3);
+      const v = wordValues(state.method)[i], named = withPieces(word, pieces);
+      hint.textContent = i < data.text.first ? named + " is kept in every test: not ranked" :
+        methodName(state.method) + ": " + named + " " + v.toPrecision(3);
     });
-    words.appendChild(document.createTextNode(" ")); /* whitespace between tokens: the row wraps */
+    words.appendChild(document.createTextNode(" ")); /* whitespace between words: the row wraps */
     wordSpans.push(span);
-  }
+  });
   if (!data.faithfulness) { return; }
   const table = byId("faithfulness");
   let row = htmlNode("tr", "", "", table);
@@ -76,10 +89,10 @@ function spread(one) {
 
 export function drawWords() {
   if (!state.method) { return; }
-  const values = data.attributions[state.method];
-  const top = Math.max(0, ...values.slice(1).map(Math.abs));
+  const values = wordValues(state.method), first = data.text.first;
+  const top = Math.max(0, ...values.slice(first).map(Math.abs));
   wordSpans.forEach((span, t) => {
-    const v = values[t], a = t === 0 || top === 0 ? 0 : Math.abs(v) / top;
+    const v = values[t], a = t < first || top === 0 ? 0 : Math.abs(v) / top;
     span.style.background = "rgba(" + (v >= 0 ? FOR : AGAINST).join(",") + "," + a.toFixed(3) + ")";
     span.style.color = a > 0.55 ? "#fff" : "#222";
     span.setAttribute("data-method", state.method);
