@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import ROOT, entry_env
 from test_config import conf  # noqa: F401 - the fixture
 from test_fail_early import one_line
@@ -72,7 +73,7 @@ COMPOSITION = [
 @pytest.mark.parametrize(("script", "typed", "says", "fix"), COMPOSITION, ids=[c[1] for c in COMPOSITION])
 def test_an_override_hydra_refuses_is_one_line_with_a_fix_that_works(
     tmp_path: Path,
-    conf,
+    conf,  # noqa: F811
     negative_lr_seconds: float,
     script: str,
     typed: str,
@@ -132,3 +133,56 @@ def test_an_ngram_table_beyond_the_machine_is_refused_before_any_data(tmp_path: 
     line, seconds = refused("train.py", "model.ngram_buckets=1000000000000", log_dir=tmp_path / "out")
     assert "model.ngram_buckets=1000000000000 makes a 256000.0 GB n-gram table" in line
     assert seconds < 1.5 * negative_lr_seconds + 0.5
+
+
+# ---- a checkpoint that cannot work: refused as it is loaded, before any text or data is read ----------------------
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """A tiny classifier's checkpoint as it is, with a NaN weight, and with a tokenizer whose pattern blows up."""
+    from test_checkpoint import save_like_lightning, tiny_module
+    from tokenizers import Regex, Tokenizer, pre_tokenizers
+
+    folder = tmp_path_factory.mktemp("ckpts")
+    nan = tiny_module()
+    with torch.no_grad():
+        nan.net.head.weight[0, 0] = float("nan")
+    risky = tiny_module()
+    tok = Tokenizer.from_str(risky.tokenizer_json)
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("(a+)+$"), behavior="isolated")  # a panic on 40 a's and a '!'
+    risky.hparams["tokenizer"] = risky.tokenizer_json = tok.to_str()
+    return {
+        name: save_like_lightning(module, folder / f"{name}.ckpt")
+        for name, module in (("good", tiny_module()), ("nan", nan), ("risky", risky))
+    }
+
+
+@pytest.mark.parametrize("script", ["predict.py", "evaluate.py"])
+def test_weights_that_are_not_finite_are_refused_in_one_line(tmp_path: Path, checkpoints, script: str):
+    text = ["text=good"] if script == "predict.py" else []
+    proc = shell(script, f"ckpt_path={checkpoints['nan']}", *text, log_dir=tmp_path / "out")
+    line = one_line(proc, "checkpoint error")
+    assert f"checkpoint {checkpoints['nan']} holds weights that are not finite numbers (NaN or inf: net.head" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_tokenizer_pattern_that_can_blow_up_is_refused_naming_the_checkpoint(tmp_path: Path, checkpoints):
+    proc = shell("predict.py", f"ckpt_path={checkpoints['risky']}", f"'text=\"{'a' * 40}!\"'", log_dir=tmp_path / "out")
+    line = one_line(proc, "checkpoint error")
+    assert f"checkpoint {checkpoints['risky']}'s tokenizer has a pattern that repeats a repetition, '(a+)+$'" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("target", ["neutral", "1"])
+def test_a_class_the_checkpoint_lacks_is_refused_before_any_data(
+    tmp_path: Path, checkpoints, negative_lr_seconds: float, target: str
+):
+    start = time.monotonic()
+    proc = shell(
+        "evaluate.py", f"ckpt_path={checkpoints['good']}", "analyses=[faithfulness]", f"analysis.target={target}",
+        "data.toy_size=100000", log_dir=tmp_path / "out",
+    )  # fmt: skip
+    seconds = time.monotonic() - start
+    line = one_line(proc, "config error")
+    assert f"analysis.target='{target}' is not a class: use predicted, true or one of negative, positive" in line
+    assert not (tmp_path / "out").exists()
+    assert seconds < negative_lr_seconds + 6  # the checkpoint's load (torch, Lightning), no data: 100k texts unread

@@ -9,14 +9,17 @@ saved tokenizer scrubs whatever text it is given later, at predict time included
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import re
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from tqdm import tqdm
 
 from ..files import atomic_write
+from ..progress import progress
 from .pii import PII_PATTERNS
 
 PAD, UNK, CLS, MASK = "[PAD]", "[UNK]", "[CLS]", "[MASK]"
@@ -110,14 +113,37 @@ def load_tokenizer(path_or_json: str | Path) -> Tokenizer:
     return Tokenizer.from_file(s)
 
 
+# a repeated group that is one repeated atom, `(a+)+`, `(?:\w*)*`, `([ab]+){2,}`: on a long run of the atom that then
+# fails to match, a backtracking engine (Oniguruma, which `tokenizers` uses) tries exponentially many splits
+NESTED_REPEAT = re.compile(r"\((?:\?:)?(?:\\.|\[(?:\\.|[^\]\\])*\]|[^()\\|])[+*]\)(?:[+*]|\{\d+,\d*\})")
+
+
+def risky_patterns(tokenizer_json: str) -> list[str]:
+    """The regular expressions of a saved tokenizer (its normalizer's and pre-tokenizer's) with a repetition nested
+    in a repetition, which can make the tokenizer give up (a panic) or take exponential time on some texts."""
+    return [p for p in _patterns(json.loads(tokenizer_json)) if NESTED_REPEAT.search(p)]
+
+
+def _patterns(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        if isinstance(node.get("Regex"), str):
+            yield node["Regex"]
+        for value in node.values():
+            yield from _patterns(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _patterns(value)
+
+
 def encode(tok: Tokenizer, texts: Sequence[str], max_length: int, desc: str = "tokenizing") -> list[np.ndarray]:
     """Batch-encode `texts` to int32 id arrays of at most `max_length` ids, [CLS] first, no padding.
 
-    Chunked, so a progress bar can follow long inputs; each chunk is encoded in parallel by the Rust side.
+    Chunked, so a progress bar (log lines where stderr is not a terminal) can follow long inputs; each chunk is
+    encoded in parallel by the Rust side.
     """
     cut_at(tok, max_length)
     ids: list[np.ndarray] = []
-    with tqdm(total=len(texts), desc=desc, unit="text", disable=len(texts) < PROGRESS_MIN_TEXTS) as bar:
+    with progress(len(texts), desc, "text", show=len(texts) >= PROGRESS_MIN_TEXTS) as bar:
         for start in range(0, len(texts), ENCODE_CHUNK):
             chunk = list(texts[start : start + ENCODE_CHUNK])
             ids.extend(np.asarray(e.ids, dtype=np.int32) for e in tok.encode_batch(chunk))

@@ -23,7 +23,8 @@ from typing import Any
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from ..errors import CheckpointError
+from ..data.tokenizer import risky_patterns
+from ..errors import CheckpointError, printable
 from ..files import atomic_write
 from ..module import ClassifierModule
 
@@ -124,7 +125,26 @@ def load_module(path: str | Path, map_location: str | torch.device = "cpu") -> C
             f"checkpoint {path} comes from another version of transformer-attention ({reason}): "
             "retrain it with this version, or load it with the version that wrote it"
         ) from None
+    check_usable(module, path)
     return module.to(map_location).eval()
+
+
+def check_usable(module: ClassifierModule, path: str | Path) -> None:
+    """A CheckpointError for weights that are not finite (a diverged training: every prediction would be NaN) or a
+    tokenizer whose patterns can make it give up on a text, before any text is read."""
+    bad = [name for name, t in module.state_dict().items() if t.is_floating_point() and not torch.isfinite(t).all()]
+    if bad:
+        raise CheckpointError(
+            f"checkpoint {path} holds weights that are not finite numbers (NaN or inf: {bad[0]}"
+            f"{f' and {len(bad) - 1} more' if len(bad) > 1 else ''}): the training diverged; use an earlier checkpoint "
+            "of that run, or retrain it with a lower learning rate (e.g. model.optimizer.lr=0.0005)"
+        )
+    risky = risky_patterns(module.tokenizer_json) if module.tokenizer_json else []
+    if risky:
+        raise CheckpointError(
+            f"checkpoint {path}'s tokenizer has a pattern that repeats a repetition, {printable(risky[0])!r}, which "
+            "can take exponential time (or fail) on a text: retrain with this version's tokenizer (python train.py)"
+        )
 
 
 def _check_format(p: Path) -> None:
