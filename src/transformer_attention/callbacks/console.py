@@ -15,6 +15,8 @@ from lightning.pytorch.callbacks import Callback, ProgressBar, RichProgressBar
 from lightning.pytorch.utilities.model_summary import get_human_readable_count, summarize
 from torchmetrics import Metric, MetricCollection
 
+from ..progress import EVERY_S
+
 log = logging.getLogger(__name__)
 
 
@@ -63,11 +65,12 @@ class TerminalProgress(RichProgressBar):
 
 class LineProgress(ProgressBar):
     """One log line per training epoch (its steps, time and the metrics a progress bar shows: `prog_bar=True`)
-    and one per test, for output that goes to a file: nothing redrawn, nothing wrapped."""
+    and one per test, for output that goes to a file: nothing redrawn, nothing wrapped. A test says first what it
+    reads, and any epoch, validation or test that runs longer than `every_s` seconds says where it is that often."""
 
-    def __init__(self) -> None:
+    def __init__(self, every_s: float = EVERY_S) -> None:
         super().__init__()
-        self._enabled, self._start = True, 0.0
+        self._enabled, self._start, self._said, self.every_s = True, 0.0, 0.0, every_s
 
     def disable(self) -> None:
         self._enabled = False
@@ -75,26 +78,57 @@ class LineProgress(ProgressBar):
     def enable(self) -> None:
         self._enabled = True
 
+    def _restart(self) -> None:
+        self._start = self._said = time.perf_counter()
+
+    def _tick(self, what: str, done: int, total: int | float) -> None:
+        """`what: 300 of 782 batches, 31 s` when `every_s` has passed since the last line."""
+        now = time.perf_counter()
+        if self._enabled and now - self._said >= self.every_s:
+            self._said = now
+            of = f" of {int(total)}" if total != float("inf") else ""
+            log.info("%s: %d%s batches, %s", what, done, of, seconds(now - self._start))
+
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._start = time.perf_counter()  # a fit resumed mid-epoch starts no epoch: its first line times from here
+        self._restart()  # a fit resumed mid-epoch starts no epoch: its first line times from here
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._start = time.perf_counter()
+        self._restart()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        self._tick(self._epoch(trainer), int(args[2]) + 1, self.total_train_batches)
+
+    def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        if not trainer.sanity_checking:
+            self._tick(
+                f"{self._epoch(trainer)}, validation", int(args[2]) + 1, of_loader(trainer.num_val_batches, args)
+            )
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._enabled:
-            epochs = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else "?"
-            head = f"epoch {trainer.current_epoch + 1}/{epochs}, step {trainer.global_step}"
+            head = f"{self._epoch(trainer)}, step {trainer.global_step}"
             log.info("%s, %.1f s | %s", head, time.perf_counter() - self._start, self._metrics(trainer, pl_module))
 
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._start = time.perf_counter()
+        self._restart()
+        texts = sum(len(getattr(loader, "dataset", ())) for loader in as_list(trainer.test_dataloaders))
+        batches = sum(int(n) for n in trainer.num_test_batches)
+        if self._enabled and texts:
+            log.info("testing %s texts in %s", f"{texts:,}", plural(batches, "batch"))
+
+    def on_test_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        self._tick("test", int(args[2]) + 1, of_loader(trainer.num_test_batches, args))
 
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._enabled:
             batches = sum(int(n) for n in trainer.num_test_batches)
             of = f" of {Path(trainer.ckpt_path).name}" if trainer.ckpt_path else ""
             log.info("test%s, %s, %.1f s", of, plural(batches, "batch"), time.perf_counter() - self._start)
+
+    @staticmethod
+    def _epoch(trainer: L.Trainer) -> str:
+        epochs = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else "?"
+        return f"epoch {trainer.current_epoch + 1}/{epochs}"
 
     def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str:
         """`train loss 0.0874 acc 0.948 | val loss 0.0081 acc 0.998 f1 0.998`: what a bar shows (`prog_bar=True`),
@@ -108,6 +142,18 @@ class LineProgress(ProgressBar):
             number = f"{value:.3g}" if isinstance(value, float) else f"{value}"
             splits.setdefault(split, []).append(f"{name.removesuffix('_epoch')} {number}")
         return " | ".join(f"{split} {' '.join(items)}".strip() for split, items in splits.items())
+
+
+def of_loader(batches: list[int | float] | int | float, args: tuple[Any, ...]) -> int | float:
+    """The batches of the dataloader an evaluation batch hook's `args` (outputs, batch, batch_idx[, dataloader_idx])
+    came from, out of Lightning's count (one per dataloader)."""
+    index = int(args[3]) if len(args) > 3 else 0
+    return batches[index] if isinstance(batches, list) else batches
+
+
+def as_list(loaders: Any) -> list[Any]:
+    """Lightning's dataloaders as a list: it gives one alone, or a list of several, or None."""
+    return [] if loaders is None else list(loaders) if isinstance(loaders, list | tuple) else [loaders]
 
 
 def plural(count: int, noun: str) -> str:

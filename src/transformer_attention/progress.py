@@ -1,0 +1,79 @@
+"""Progress of long work (tokenizing, testing, the analyses) that a person can follow wherever the output goes:
+a tqdm bar redrawn in place where stderr is a terminal; elsewhere (a log file, CI, a sweep's job, where a bar's
+carriage returns pile up or vanish) log lines, one at the start, one at least every `EVERY_S` seconds and one at
+the end."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+from tqdm import tqdm
+
+log = logging.getLogger(__name__)
+
+EVERY_S = 30.0  # the longest a step goes without a line where stderr is not a terminal
+
+
+class LogProgress:
+    """`desc: 25,000 texts` at the start, `desc: 12,000 of 25,000 texts, 31 s` when `every_s` has passed since the
+    last line, `desc: 25,000 texts in 64 s` at the end: the log lines that stand for a bar."""
+
+    def __init__(self, total: int, desc: str, unit: str, every_s: float = EVERY_S, logger: logging.Logger = log):
+        self.total, self.desc, self.unit, self.every_s, self.log = total, desc, unit, every_s, logger
+        self.done, self.start = 0, time.perf_counter()
+        self.last, self.closed = self.start, False
+        self.log.info("%s: %s", desc, self._count(total))
+
+    def _count(self, n: int) -> str:
+        return f"{n:,} {self.unit}{'' if n == 1 else 's'}"
+
+    def update(self, n: float = 1) -> None:
+        self.done += int(n)
+        now = time.perf_counter()
+        if now - self.last >= self.every_s and self.done < self.total:
+            self.last = now
+            self.log.info(
+                "%s: %s of %s, %.0f s", self.desc, f"{self.done:,}", self._count(self.total), now - self.start
+            )
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.log.info("%s: %s in %.1f s", self.desc, self._count(self.done), time.perf_counter() - self.start)
+
+    def __enter__(self) -> LogProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Silent:
+    """No progress shown: a short job."""
+
+    def update(self, n: float = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Silent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def progress(
+    total: int, desc: str, unit: str, *, show: bool = True, every_s: float | None = None
+) -> tqdm[Any] | LogProgress | Silent:
+    """The progress of `total` units of work: a tqdm bar where stderr is a terminal, else `LogProgress` lines
+    (at least every `every_s` seconds, by default `EVERY_S`); nothing when not `show` (a job too short to follow)."""
+    if not show:
+        return Silent()
+    if sys.stderr.isatty():
+        return tqdm(total=total, desc=desc, unit=unit)
+    return LogProgress(total, desc, unit, every_s=EVERY_S if every_s is None else every_s)
