@@ -3,14 +3,18 @@
 Four tabs. Head view: queries on the left, keys on the right; hovering a query draws what it reads, hovering
 a key who reads it, for the layer picked and the heads switched on, each head its own column of blocks and its
 own colour of line; the readout (sticky: in view wherever the hovered token lies) lists the top five of each
-head; the head mean and the attention rollout (rollout.py) are options of the same view; click to pin. Model
-view: every layer x head as a query x key map, cells never under 3 px (a long text's grid scrolls in its own
-box); clicking a map opens it in the head view. Text: the whole text as wrapped words (words.py: pieces
-joined, weights summed), each shaded by the pooled row (the `[CLS]` row, or the mean of the rows for
-`pooling="mean"`; the page says which) of a layer's head mean, one head, the rollout or a word attribution.
-Word attributions (when given): each token coloured by the method picked (analysis/), with each method's
-faithfulness on the text. One colour scale switch for every view (scales.py: fixed, row, uniform), stated in
-the legends; a button saves the view on screen as an SVG picture.
+head to 3 significant digits; the head mean and the attention rollout (rollout.py) are options of the same view;
+click to pin. Model view: every layer x head as a query x key map, a layer's heads side by side in the page (a
+long text's maps drawn smaller); clicking a map opens it in the head view. Text: the whole text as wrapped words
+(words.py: pieces joined, a word the mean of its pieces' values), each shaded by the pooled row (the `[CLS]`
+row, or the mean of the rows for `pooling="mean"`; the page says which) of a layer's head mean, one head, the
+rollout or a word attribution. Word attributions (when given): the same words coloured by the method picked
+(analysis/), with each method's faithfulness on the text. One colour scale switch for every view (scales.py:
+fixed, row, uniform), stated in the legends; two buttons save the view on screen as an SVG or PNG picture named
+by the page's short name. The heading is that short name, the text under it (review.py: three lines until
+clicked; where the model read only part of it, the cut said, and marked in the text tab). The maps are packed
+(pack.py: 16 bits a weight), the rollout and the weight x norm shares computed in the page: a 512-token page is
+about 6 MB.
 
 The page is package data (page/page.html, page/page.css and the ES modules page/*.js, linted by ESLint in
 .ci/run); every page inlines them and the data (as JSON, with the names shared with Python: the scales, the
