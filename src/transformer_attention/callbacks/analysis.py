@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,7 +38,7 @@ from ..errors import ConfigError
 from ..files import shown
 from ..inference import probabilities
 from ..model.classifier import TransformerClassifier
-from .console import seconds
+from .console import pasteable, seconds
 from .sinks import image_loggers, log_image, log_text
 
 log = logging.getLogger(__name__)
@@ -181,19 +182,14 @@ class ModelAnalysis(Callback):
         return next((path for path in candidates if path.is_file()), None)
 
     def command(self, ckpt: str) -> str:
-        """The evaluate.py command that runs the same analyses on `ckpt`, with this run's data overrides."""
+        """The evaluate.py command that runs the same analyses on `ckpt`, with this run's data overrides, quoted to
+        work when pasted (`pasteable`)."""
         data = []
         if HydraConfig.initialized():
             data = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").startswith(("data", "seed="))]
-        return " ".join(
-            [
-                "python evaluate.py",
-                f"ckpt_path={ckpt}",
-                f"analyses=[{','.join(self.names)}]",
-                "analysis.split=validation",
-            ]
-            + data
-        )
+        analyses = shlex.quote(f"analyses=[{','.join(self.names)}]")  # [ ] are a shell's globs (zsh refuses them)
+        return " ".join(["python evaluate.py", pasteable("ckpt_path", ckpt), analyses, "analysis.split=validation",
+                         *(shlex.quote(o) for o in data)])  # fmt: skip
 
     def estimate(self, net: TransformerClassifier, splits: Mapping[str, Any]) -> float:
         """Seconds the planned analyses would take: one timed forward pass over the validation rows (after a few

@@ -5,6 +5,8 @@ a terminal, Lightning's Rich bars, stopped when training ends (`TerminalProgress
 from __future__ import annotations
 
 import logging
+import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -18,6 +20,8 @@ from torchmetrics import Metric, MetricCollection
 from ..progress import EVERY_S
 
 log = logging.getLogger(__name__)
+
+HYDRA_PLAIN = re.compile(r"[\w./:+@%~-]+")  # a value Hydra reads as it is, unquoted
 
 
 class ModelTable(Callback):
@@ -142,6 +146,16 @@ class LineProgress(ProgressBar):
             number = f"{value:.3g}" if isinstance(value, float) else f"{value}"
             splits.setdefault(split, []).append(f"{name.removesuffix('_epoch')} {number}")
         return " | ".join(f"{split} {' '.join(items)}".strip() for split, items in splits.items())
+
+
+def pasteable(key: str, value: str | Path) -> str:
+    """`key=value` as one argument that a shell and then Hydra read back as `value`: the value in Hydra's double
+    quotes when it holds a character Hydra reads as syntax (a sweep job's folder has `=` and `,`), the whole in the
+    shell's quotes when it needs them."""
+    text = str(value)
+    if not HYDRA_PLAIN.fullmatch(text):
+        text = '"' + text.replace('"', '\\"') + '"'
+    return shlex.quote(f"{key}={text}")
 
 
 def of_loader(batches: list[int | float] | int | float, args: tuple[Any, ...]) -> int | float:

@@ -18,6 +18,8 @@ from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from .console import pasteable
+
 log = logging.getLogger(__name__)
 
 
@@ -29,8 +31,11 @@ def resume_command(ckpt_path: str | Path | None = None) -> str:
     if HydraConfig.initialized():
         overrides = [o for o in HydraConfig.get().overrides.task if ckpt_path is None or not o.startswith("ckpt_path=")]
         entry = HydraConfig.get().job.name
-    args = [*overrides, *([f"ckpt_path={ckpt_path}"] if ckpt_path is not None else [])]
-    return " ".join(["python", f"{entry}.py", *(shlex.quote(a) for a in args)])
+    args = [
+        *(shlex.quote(o) for o in overrides),
+        *([pasteable("ckpt_path", ckpt_path)] if ckpt_path is not None else []),
+    ]
+    return " ".join(["python", f"{entry}.py", *args])  # a sweep job's folder holds = and ,: quoted for Hydra too
 
 
 class _Signal(BaseException):
