@@ -4,6 +4,7 @@ refusal of a negative learning rate (plus the checkpoint's load where one is nee
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -186,3 +187,38 @@ def test_a_class_the_checkpoint_lacks_is_refused_before_any_data(
     assert f"analysis.target='{target}' is not a class: use predicted, true or one of negative, positive" in line
     assert not (tmp_path / "out").exists()
     assert seconds < negative_lr_seconds + 6  # the checkpoint's load (torch, Lightning), no data: 100k texts unread
+
+
+# ---- a folder that cannot be written: named with its setting before anything is made ------------------------------
+@pytest.fixture
+def read_only(tmp_path: Path):
+    """A folder this process cannot write: a read-only bind mount for root (whom permissions do not stop), else one
+    without write permission."""
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+        return
+    if subprocess.run(["mount", "--bind", "-o", "ro", str(folder), str(folder)], capture_output=True).returncode:
+        pytest.skip("root without mount: no folder here that this process cannot write")
+    yield folder
+    subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.parametrize(
+    ("script", "key"),
+    [("train.py", "hydra.run.dir"), ("predict.py", "hydra.run.dir"), ("train.py", "paths.cache_dir")],
+)
+def test_a_folder_that_cannot_be_written_is_one_line_naming_its_setting(
+    tmp_path: Path, read_only: Path, checkpoints, script: str, key: str
+):
+    log_dir = tmp_path / "out"
+    inputs = [f"ckpt_path={checkpoints['good']}", "text=good"] if script == "predict.py" else ["data=rotten_tomatoes"]
+    proc = shell(script, *inputs, f"{key}={read_only / 'run'}", log_dir=log_dir)
+    line = one_line(proc, "disk error")
+    assert line.startswith(f"disk error: {key}={read_only / 'run'} cannot be written ({read_only} is ")
+    assert not log_dir.exists() and not list(read_only.iterdir())
+    fix = line.rsplit("e.g. ", 1)[1]
+    assert fix.startswith(f"{key}=") and os.access(Path(fix.split("=", 1)[1]).parent.parent, os.W_OK)

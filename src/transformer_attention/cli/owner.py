@@ -17,6 +17,9 @@ A refusal is one line, `<kind>: ...`, naming the folder and the fix, and the exi
 
 from __future__ import annotations
 
+import os
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +66,25 @@ def _claim(folder: Path, fresh: bool = False, resume_hint: bool = False) -> None
 
 
 def _refuse_files(config: DictConfig, run_key: str) -> None:
-    """A folder setting that names an existing file: refused before anything is made under it."""
-    for key in (run_key, "paths.log_dir", "paths.cache_dir"):
+    """A folder setting that names an existing file, or a folder this process cannot write (a read-only disk, no
+    permission): refused before anything is made under it, naming the setting and a folder that can be written."""
+    caches = () if config.hydra.job.name == "predict" else ("paths.cache_dir",)  # predict.py caches nothing
+    for key in ("paths.log_dir", *caches, run_key):
         value = OmegaConf.select(config, key, default=None)
         if value is not None and Path(str(value)).is_file():
             raise SystemExit(f"config error: {key}={value} is a file, not a folder: give a folder there")
+        if value is not None and (why := unwritable(Path(str(value)))):
+            name = Path(str(value)).name + (time.strftime("-%Y%m%d-%H%M%S") if key == run_key else "")  # a new one
+            instead = Path(tempfile.gettempdir()) / "transformer-attention" / name
+            raise SystemExit(
+                f"disk error: {key}={value} cannot be written ({why}): give a folder that can, e.g. {key}={instead}"
+            )
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why this process cannot make or write `folder` (None when it can): read-only, or no permission."""
+    existing = next(p for p in (folder.absolute(), *folder.absolute().parents) if p.exists())
+    if not existing.is_dir() or os.access(existing, os.W_OK | os.X_OK):
+        return None
+    read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
+    return f"{existing} is on a read-only file system" if read_only else f"no permission to write in {existing}"
