@@ -1,11 +1,12 @@
 """What the analyses found (run.py's `Analysis`), for people: its figures (`figures`, drawn once as `images` for
-the folder and the loggers), JSON and a markdown table in a folder (`write_files`), and the console summary
-(`summary`)."""
+the folder and the loggers), JSON and a markdown table in a folder (`write_files`), the narrower table of
+TensorBoard's TEXT tab (`text_table`) and the console summary (`summary`)."""
 
 from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,43 @@ def summary(found: Analysis) -> list[str]:
         lines += [f"faithfulness (ERASER; {f.texts} {f.split} texts, words {REMOVAL_PHRASES[f.removal]}):"]
         lines += [f"  {line}" for line in f.summary()]
     return lines
+
+
+NBSP, MINUS = "\u00a0", "\u2212"  # a space and a minus sign no browser breaks a line at
+TEXT_COLUMNS = {  # measure -> header of the TEXT tab's table: the averages over k, the per-k values are in the file
+    "comprehensiveness": "compr.",
+    "sufficiency": "suff.",
+    "aopc": "AOPC",
+    "naopc": "nAOPC",
+    "auprc": "AUPRC",
+    "precision_at_k": "P@k",
+    "tau_leave_one_out": "\u03c4 LOO",
+    "tau_integrated_gradients": "\u03c4 IG",
+}
+
+
+def text_table(found: Analysis) -> str:
+    """The faithfulness table as TensorBoard's TEXT tab shows it without wrapping a number or a header: a column
+    per measure averaged over k (those measured), the mean alone, to 3 decimals, and no space or minus sign that a
+    line may break at; faithfulness.md keeps every column with its standard errors. Empty without faithfulness."""
+    f = found.faithfulness
+    if f is None:
+        return ""
+    measured = [m for m in TEXT_COLUMNS if any(not math.isnan(s.get(m, math.nan)) for s in f.scores.values())]
+    head = ["method", *(TEXT_COLUMNS[m] for m in measured), "s/text"]
+    lines = ["| " + " | ".join(_unbroken(h) for h in head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for method in sorted(f.scores, key=lambda m: -f.scores[m]["aopc"]):
+        values = [f.scores[method].get(m, math.nan) for m in measured]
+        cells = [method, *("-" if math.isnan(v) else f"{v:.3f}" for v in values)]
+        per_text = f.scores[method].get("seconds_per_text", math.nan)
+        cells.append("-" if per_text is None or math.isnan(per_text) else f"{per_text:.3g}")
+        lines.append("| " + " | ".join(_unbroken(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def _unbroken(cell: str) -> str:
+    """`cell` with its spaces and minus signs as the characters a line does not break at."""
+    return cell.replace(" ", NBSP).replace("-", MINUS) if cell != "-" else cell
 
 
 def write_files(found: Analysis, folder: str | Path, drawn: Mapping[str, np.ndarray] | None = None) -> list[Path]:

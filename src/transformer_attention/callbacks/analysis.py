@@ -31,7 +31,7 @@ from ..analysis.heads import passes as heads_passes
 from ..analysis.plan import HEADS_SPLIT, Plan, analysis_settings, plan
 from ..analysis.run import Analysis, run_analyses
 from ..analysis.settings import check_analyses
-from ..analysis.write import images, summary, write_files
+from ..analysis.write import images, summary, text_table, write_files
 from ..checks import is_number
 from ..data.toy import deciding_words_for
 from ..errors import ConfigError
@@ -65,8 +65,8 @@ def keep_analysis(result: Analysis, folder: Path, loggers: Sequence[Logger], ste
     for name, image in drawn.items():
         log_image(loggers, f"analysis/{name}", image, step)
     if result.faithfulness is not None:
-        table = "\n".join(result.faithfulness.table())
-        log_text(loggers, "analysis/faithfulness", f"{table}\n\n{READING}", step)
+        per_k = "Each k's values, with standard errors: faithfulness.md in the run's analysis folder."
+        log_text(loggers, "analysis/faithfulness", f"{text_table(result)}\n\n{READING} {per_k}", step)
     log_text(loggers, "analysis/summary", "\n".join(f"    {line}" for line in summary(result)), step)
 
 
