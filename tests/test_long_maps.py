@@ -74,3 +74,34 @@ def test_the_logger_builds_its_figures_for_the_whole_text():
 def test_a_length_shorter_than_the_tokens_shown_is_an_error():
     with pytest.raises(ValueError, match="length=3: a text shown with 4 tokens has at least 4"):
         RolloutBars(TOKENS[:4], length=3)
+
+
+def test_a_one_layer_text_view_shows_the_review_once(tmp_path, monkeypatch):
+    """Layer 0 and a 1-layer rollout read the same: the text image has the layer's paragraph, not a copy of it."""
+    import lightning as L
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from transformer_attention.data.datamodule import ReviewDataModule
+    from transformer_attention.module import ClassifierModule
+    from transformer_attention.plotting import ReviewText
+
+    L.seed_everything(0)
+    data = ReviewDataModule(name="toy", toy_size=200, max_length=16, batch_size=32, vocab_size=100, min_frequency=1)
+    data.setup("fit")
+    labels = []
+    render = ReviewText.render
+    monkeypatch.setattr(
+        ReviewText, "render", lambda v, p, names, s: labels.append(list(names)) or render(v, p, names, s)
+    )
+    for layers in (1, 2):
+        module = ClassifierModule(vocab_size=data.vocab_size, num_classes=2, d_model=16, num_heads=2,
+                                  num_layers=layers, dim_feedforward=16, label_names=data.label_names)  # fmt: skip
+        maps = AttentionMapLogger(num_examples=1, html=False)
+        trainer = L.Trainer(default_root_dir=tmp_path, max_epochs=1, limit_train_batches=1, accelerator="cpu",
+                            callbacks=[maps], logger=TensorBoardLogger(tmp_path / str(layers)),
+                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                            num_sanity_val_steps=0, limit_val_batches=1)  # fmt: skip
+        trainer.fit(module, datamodule=data)
+    one, two = labels[0], labels[-1]
+    assert one == ["layer 0 \u00b7 mean of heads"]
+    assert two == ["layer 0 \u00b7 mean of heads", "layer 1 \u00b7 mean of heads", "rollout through 2 layers"]

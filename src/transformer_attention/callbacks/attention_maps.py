@@ -6,7 +6,7 @@ Tags written (examples and layers count from 0, layer l is `ClassifierOutput.att
     attention/example_{i}/layer_{l}        image: a panel per head of layer l, then their mean, query x key
     attention/example_{i}/rollout          image: each input token's share in the pooled vector, all layers
     attention/example_{i}/text             image: the review's words shaded by the pooled row, a paragraph per
-                                           layer (mean of heads), then the rollout (and top heads, `text_heads`)
+                                           layer (mean of heads), the rollout (from 2 layers), `text_heads` heads
     attention/text_{j}/...                 the same for AttentionMapLogger(texts=[...])
     attention/examples                     text: a table of tag, text, true label and prediction
 
@@ -199,6 +199,8 @@ class AttentionMapLogger(Callback):
             images += len(layers) + (bars is not None)
             if self.text and labelled:
                 pooled, labels = paragraphs(layers, pooling, self.text_heads, shares)  # (P, T): a row a paragraph
+                if len(layers) == 1:  # a 1-layer rollout reads what layer 0 does: the review once, not twice
+                    pooled, labels = pooled[:-1], labels[:-1]
                 view = self._view(example, tokens, len(pooled), names, pooling)
                 status = f"step {step} \u00b7 pred: {said} \u00b7 true: {truth}"
                 self.writer.send(writers, f"{at}/text", step, description, view.render, pooled, labels, status)
