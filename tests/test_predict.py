@@ -314,6 +314,7 @@ def test_evaluate_reproduces_the_training_test_metrics(trained, tmp_path: Path):
     for name in ("test/acc", "test/f1", "test/loss"):
         assert metrics[name] == train_metrics[name], name
     (run_dir,) = run_dirs(log_dir, "evaluate")  # its own folder; the training run's logs are untouched
+    assert f"({run_dir.relative_to(tmp_path)}):" in proc.stdout  # relative to where it ran, as train.py prints
     assert list(run_dir.glob("events.out.tfevents.*"))
     assert sorted(run.glob("events.out.tfevents.*")) == training_logs
 

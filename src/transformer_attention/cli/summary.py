@@ -17,7 +17,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from ..files import atomic_write
+from ..files import atomic_write, shown
 from ..training.metrics import load_metrics
 from .run import FAILED_FILE
 
@@ -34,7 +34,8 @@ class SweepSummary(Callback):
         if not rows:
             return
         atomic_write(sweep / SUMMARY_FILE, to_csv(rows))
-        print(f"sweep summary ({sweep}), best first by {metric}:\n{to_table(rows)}\nwritten to {sweep / SUMMARY_FILE}")
+        table, written = to_table(rows), shown(sweep / SUMMARY_FILE)
+        print(f"sweep summary ({shown(sweep)}), best first by {metric}:\n{table}\nwritten to {written}")
         failed = failures(sweep)
         if failed:  # one line per failed job, then a non-zero exit (no traceback)
             lines = [

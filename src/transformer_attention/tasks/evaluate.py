@@ -22,6 +22,7 @@ from ..callbacks.analysis import keep_analysis
 from ..data.tokenizer import ready
 from ..data.toy import deciding_words_for
 from ..errors import CheckpointError
+from ..files import shown
 from ..training.builders import TrainerBuilder, build_data, build_loggers, instantiate_group, logged_metrics, plain
 from ..training.checkpoint import load_module
 from ..training.hparams import RunRecord, log_run
@@ -77,8 +78,8 @@ def main(cfg: DictConfig) -> dict[str, float]:
     """Evaluate and print the test metrics (and the analyses' summary)."""
     metrics, analysis = evaluate(cfg)
     save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
-    print(f"test metrics of {cfg.ckpt_path} ({cfg.paths.output_dir}):\n{format_metrics(metrics)}")
+    print(f"test metrics of {shown(cfg.ckpt_path)} ({shown(cfg.paths.output_dir)}):\n{format_metrics(metrics)}")
     if analysis is not None:
         print("\n".join(summary(analysis)))
-        print(f"analysis: {Path(cfg.paths.output_dir) / 'analysis'} (PNG, JSON; TensorBoard: analysis/)")
+        print(f"analysis: {shown(Path(cfg.paths.output_dir) / 'analysis')} (PNG, JSON; TensorBoard: analysis/)")
     return metrics
