@@ -552,10 +552,10 @@ def test_the_end_of_fit_analysis_reaches_tensorboard_and_the_run_folder(toy_run)
     heads = json.loads((tmp / "analysis" / "heads.json").read_text())
     assert np.array(heads["masked_accuracy"]).shape == (2, 4) and len(heads["pruning"]["masking"]["accuracy"]) == 9
     acc = events(tmp)
-    for tag in ("~analysis/heads", "~analysis/pruning", "~analysis/faithfulness"):
+    for tag in ("~model_analysis/heads", "~model_analysis/pruning", "~model_analysis/faithfulness"):
         assert [e.step for e in acc.Images(tag)] == [trainer.global_step]
     texts = acc.Tags()["tensors"]
-    assert "~analysis/faithfulness/text_summary" in texts and "~analysis/summary/text_summary" in texts
+    assert "~model_analysis/faithfulness/text_summary" in texts and "~model_analysis/summary/text_summary" in texts
 
 
 @pytest.mark.slow

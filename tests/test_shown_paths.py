@@ -1,4 +1,5 @@
-"""The sweep summary names its folder and file as train.py does: relative to where the command ran."""
+"""What the console and TensorBoard name: paths relative to where the command ran, as train.py prints them, and
+TensorBoard's groups in the order its tabs open on."""
 
 from __future__ import annotations
 
@@ -19,3 +20,16 @@ def test_the_sweep_summary_prints_relative_paths(tmp_path, monkeypatch, capsys):
     relative = "outputs/train/multiruns/2026-12-04_19-00-00-000000"
     assert f"sweep summary ({relative}), best first" in out and f"written to {relative}/summary.csv" in out
     assert str(tmp_path) not in out
+
+
+def test_tensorboard_opens_on_the_validation_curves_and_the_maps():
+    """TIME SERIES opens its first two groups, sorted by name; IMAGES its first: `val`, then the maps."""
+    from transformer_attention.tensorboard_tags import tensorboard_tag
+
+    tags = ["train/acc", "train/loss_step", "val/acc", "val/loss", "test/acc", "analysis/heads",
+            "attention/example_0/layer_0", "test/confusion_matrix"]  # fmt: skip
+    written = [tensorboard_tag(t) for t in tags]
+    groups = sorted({t.split("/")[0] for t in written})
+    assert groups == ["val", "~attention", "~model_analysis", "~test", "~train"]
+    assert "val/acc" in written and "~train/acc" in written  # validation curves keep their names
+    assert tensorboard_tag(tensorboard_tag("train/acc")) == "~train/acc"  # written once, never twice

@@ -81,5 +81,5 @@ def main(cfg: DictConfig) -> dict[str, float]:
     print(f"test metrics of {shown(cfg.ckpt_path)} ({shown(cfg.paths.output_dir)}):\n{format_metrics(metrics)}")
     if analysis is not None:
         print("\n".join(summary(analysis)))
-        print(f"analysis: {shown(Path(cfg.paths.output_dir) / 'analysis')} (PNG, JSON; TensorBoard: analysis/)")
+        print(f"analysis: {shown(Path(cfg.paths.output_dir) / 'analysis')} (PNG, JSON; TensorBoard: ~model_analysis/)")
     return metrics
