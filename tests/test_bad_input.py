@@ -4,6 +4,7 @@ refusal of a negative learning rate (plus the checkpoint's load where one is nee
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -222,3 +223,18 @@ def test_a_folder_that_cannot_be_written_is_one_line_naming_its_setting(
     assert not log_dir.exists() and not list(read_only.iterdir())
     fix = line.rsplit("e.g. ", 1)[1]
     assert fix.startswith(f"{key}=") and os.access(Path(fix.split("=", 1)[1]).parent.parent, os.W_OK)
+
+
+def test_a_folder_of_extra_texts_without_data_files_is_named_as_extra_texts(tmp_path: Path):
+    from transformer_attention.pretraining.settings import PretrainConfig
+
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    for i in range(2):
+        (folder / f"{i}.txt").write_text(f"an unlabelled review {i}\n")
+    line, _ = refused("pretrain.py", f"'pretrain.extra_texts=[{folder}]'", log_dir=tmp_path / "out")
+    assert f"pretrain.extra_texts: '{folder}' holds no train.* data file" in line and "0.txt, 1.txt" in line
+    assert "data.path" not in line
+    texts = [json.dumps({"text": p.read_text()}) for p in sorted(folder.glob("*.txt"))]
+    (folder / "train.jsonl").write_text("\n".join(texts) + "\n")  # what the line says to do
+    PretrainConfig.from_values({"extra_texts": [str(folder)]})

@@ -5,12 +5,14 @@ at its start and passes them down. Standard library only."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..checks import closest, is_number, is_whole, settings_of
+from ..data.sources import FORMATS, SPLIT_ALIASES
 from ..errors import ConfigError
 from ..model.config import encoder_fields
 from ..training.settings import Rule, check_optimization, check_rules, check_trainer
@@ -87,6 +89,7 @@ class PretrainConfig:
                 f"pretrain.extra_texts={texts!r} must be a list of files, folders or hub names: "
                 "e.g. pretrain.extra_texts=[../shared/data/imdb]"
             )
+        check_extra_folders(texts)
         if self.without_extra_texts not in WITHOUT_EXTRA_TEXTS:
             raise ConfigError(
                 f"pretrain.without_extra_texts={self.without_extra_texts!r} must be one of "
@@ -160,3 +163,28 @@ RULES: dict[str, Rule] = {
     "batch_size": (lambda v: is_whole(v, 1), "a whole number >= 1", 64),
     "seed": (lambda v: is_whole(v, 0), "a whole number >= 0", 0),
 }
+
+
+def check_extra_folders(sources: Sequence[str]) -> None:
+    """A local folder in `pretrain.extra_texts` holds the data files its split is read from (`train.*`, or
+    `<split>.*` for `folder:<split>`), named under pretrain.extra_texts, not data.path; its files are listed, not
+    read."""
+    for source in sources:
+        where, split, match = Path(source), "train", re.fullmatch(r"(.+):([A-Za-z_][\w-]*)", source)
+        if not where.exists() and match:
+            where, split = Path(match[1]), match[2]
+        if not where.is_dir() or any((where / f).exists() for f in ("dataset_dict.json", "state.json")):
+            continue  # a file, a hub name, a save_to_disk folder: the loader's to judge
+        files = [f for f in where.rglob("*") if f.suffix.lower() in FORMATS and not f.name.startswith(".")]
+        if split == "train":
+            named = [f for f in files if re.match(r"[a-z]*", f.stem.lower())[0] in SPLIT_ALIASES]  # type: ignore[index]
+        else:
+            named = [f for f in files if f.parent == where and f.name.startswith(split)]
+        if not named:
+            found = sorted(p.name for p in where.iterdir())
+            shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "") if found else "nothing"
+            raise ConfigError(
+                f"pretrain.extra_texts: {source!r} holds no {split}.* data file ({', '.join(FORMATS)}; it holds "
+                f'{shown}): put its texts in {where / split}.jsonl, one {{"text": ...}} a line (or a .csv, .parquet '
+                "with a text column), or give a folder of such files: e.g. pretrain.extra_texts=[../shared/data/imdb]"
+            )
