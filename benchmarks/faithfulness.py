@@ -40,7 +40,7 @@ def read_run(folder: Path) -> dict:
         "k": faith["k"],
         "ig_completeness_error": faith["integrated_gradients_completeness_error"],
         "seconds": faith.get("seconds"),
-        "scores": {m: {q: s.get(q) for q in MEASURES} for m, s in faith["scores"].items()},
+        "scores": {m: {q: s.get(q) for q in (*MEASURES, "seconds_per_text")} for m, s in faith["scores"].items()},
         "sem": {m: {q: s.get(q) for q in MEASURES} for m, s in faith["sem"].items()},
         "heads": None
         if heads is None
@@ -56,13 +56,16 @@ def table(run: dict) -> str:
     """The guide's table: one row per method, best nAOPC first, each score with its standard error; a tau of 1 on
     every text says "identical"."""
     shown = [i for i, q in enumerate(MEASURES) if any(run["scores"][m][q] is not None for m in run["scores"])]
-    lines = ["| method | " + " | ".join(HEADS[i] for i in shown) + " |", "|---|" + "---|" * len(shown)]
+    head = [HEADS[i] for i in shown] + ["s / text"]
+    lines = ["| method | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
     for method in sorted(run["scores"], key=lambda m: -(run["scores"][m]["naopc"] or 0.0)):
         cells = []
         for q in (MEASURES[i] for i in shown):
             mean, sem = run["scores"][method][q], run["sem"][method][q]
             identical = q.startswith("tau") and mean is not None and mean > 1 - 1e-9 and sem < 1e-9
             cells.append("-" if mean is None else "1 (identical)" if identical else f"{mean:.3f} ± {sem:.3f}")
+        seconds = run["scores"][method].get("seconds_per_text")
+        cells.append("-" if seconds is None else f"{seconds:.3g}")
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

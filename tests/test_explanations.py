@@ -296,3 +296,25 @@ def test_every_method_file_is_named_as_its_method():
     assert set(names()) == set(known_methods())
     with pytest.raises(ConfigError, match="did you mean decompx"):
         check_analysis_settings({"methods": ["decompz"]})
+
+
+def test_the_page_text_tab_opens_on_the_signed_decomposition():
+    """A page given every method's scores opens its text tab on TEXT_METHOD, signed; an unsigned method's series
+    says so (the page then shades it by size, not as for / against)."""
+    from transformer_attention.analysis.methods import TEXT_METHOD, labels, signed
+    from transformer_attention.plotting import attention_html
+    from transformer_attention.plotting.html import read_attention_data
+
+    net = model()
+    ids, mask = batch()
+    row = ids[0].tolist()
+    found, _ = attribute(net, [row], [1], mask_id=None)
+    page = attention_html([f"w{t}" for t in row], [torch.rand(4, len(row), len(row))], attributions=found[0],
+                          method_labels=labels(), method_signed=signed(), text_method=TEXT_METHOD)  # fmt: skip
+    text = read_attention_data(page)["text"]
+    assert text["default"] == f"method-{TEXT_METHOD}" == "method-decompx"
+    by_id = {s["id"]: s for s in text["series"]}
+    assert by_id["method-decompx"]["signed"] and not by_id["method-attention"]["signed"]
+    assert min(by_id["method-decompx"]["values"]) < 0 < max(by_id["method-decompx"]["values"])
+    plain = attention_html([f"w{t}" for t in row], [torch.rand(4, len(row), len(row))])
+    assert read_attention_data(plain)["text"]["default"] == "layer-0"  # no attributions: the last layer's mean

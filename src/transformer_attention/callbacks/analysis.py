@@ -210,7 +210,11 @@ class ModelAnalysis(Callback):
                 passes = heads_passes(len(picked), num_layers=net.config.num_layers, num_heads=net.config.num_heads)
             else:
                 passes = faithfulness_passes(
-                    picked, k=s.k, methods=s.methods, ig_steps=s.ig_steps, normalized=s.normalized,
+                    picked,
+                    k=s.k,
+                    methods=s.methods,
+                    ig_steps=s.ig_steps,
+                    normalized=s.normalized,
                     classes=net.head.out_features,
                 )
             tokens += passes.cost * sum(len(r) for r in picked) / max(1, len(picked))

@@ -71,27 +71,29 @@ def attention_html(
     pooling: str = "cls",
     scale: str = DEFAULT_SCALE,
     method_labels: Mapping[str, str] | None = None,
+    method_signed: Mapping[str, bool] | None = None,
+    text_method: str | None = None,
     norms: Sequence[np.ndarray | torch.Tensor] | None = None,
     agreement: Mapping[str, Mapping[str, Mapping]] | None = None,
     name: str | None = None,
     review: Review | None = None,
 ) -> str:
-    """The page for one text: `tokens` (T strings) and `attentions`, one (H, T, T) map per layer with
-    padding cut off (what `predict(..., need_weights=True)` gives). `rollout` adds the attention rollout
-    over all layers (with `residual`, computed on the whole text before any cut) as a choice of the layer
-    selector. The maps of texts longer than `max_tokens` are cut to their first `max_tokens` tokens (the page
-    says so); the text tab keeps the whole text.
-    `attributions` (method -> one value per token) add the word attributions view, with each method's
-    `faithfulness` on this text (method -> comprehensiveness, sufficiency, aopc) under it and the note, each
-    method named by `method_labels` (method -> label) where given. `pooling` ("cls" | "mean", the model's) picks
-    the row the text tab shades by; `scale` (scales.py) is the colour scale the page opens on. `norms` (the
-    norm-weighted maps, `predict(..., need_norms=True)`) add a "weight | weight x norm" switch to the head and
-    model views and the text tab: each row of a norm map scaled to sum 1 (the share of what reaches the query),
-    rollout of those. `agreement` (method -> `tau_<reference>` -> mean, sem, texts, identical: over several texts,
+    """The page for one text: `tokens` (T strings) and `attentions`, one (H, T, T) map per layer with padding cut off
+    (what `predict(..., need_weights=True)` gives). `rollout` adds the attention rollout over all layers (with
+    `residual`, computed on the whole text before any cut) as a choice of the layer selector. The maps of texts
+    longer than `max_tokens` are cut to their first `max_tokens` tokens (the page says so); the text tab keeps the
+    whole text. `attributions` (method -> one value per token) add the word attributions view, with each method's
+    `faithfulness` on this text (method -> comprehensiveness, sufficiency, aopc) under it and the note, each method
+    named by `method_labels` (method -> label) where given, signed or not as `method_signed` says (all signed when
+    not given); the text tab opens on `text_method` when it is among them. `pooling` ("cls" | "mean", the model's)
+    picks the row the text tab shades by; `scale` (scales.py) is the colour scale the page opens on. `norms` (the
+    norm-weighted maps, `predict(..., need_norms=True)`) add a "weight | weight x norm" switch to the head and model
+    views and the text tab: each row of a norm map scaled to sum 1 (the share of what reaches the query), rollout of
+    those. `agreement` (method -> `tau_<reference>` -> mean, sem, texts, identical: over several texts,
     `agreement_over_texts`) adds columns beside this text's tau in the faithfulness table.
-    `name` names the files the page's save buttons write (`<name> - head view.svg`; default: the title, made
-    safe); `review` (the text itself, and how much of it the model read) is shown under the heading, three
-    lines of it until clicked, and a text the model read only part of says where it was cut."""
+    `name` names the files the page's save buttons write (`<name> - head view.svg`; default: the title, made safe);
+    `review` (the text itself, and how much of it the model read) is shown under the heading, three lines of it
+    until clicked, and a text the model read only part of says where it was cut."""
     check_scale(scale)
     if pooling not in POOLED_ROW:
         raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(map(repr, POOLED_ROW))}")
@@ -141,10 +143,11 @@ def attention_html(
     full = attention_rollout(attentions, residual=residual) if rollout else None  # (T, T), the whole text
     if full is not None:  # the page computes the rollout of the maps it holds; of a cut text, it is given
         data["rollout"] = pack(full[:n, :n]) if cut else COMPUTE
-    data["text"] = text_tab(tokens, attentions, pooling=pooling, rollout=full, attributions=attributions or {})
+    data["text"] = text_tab(tokens, attentions, pooling=pooling, rollout=full, attributions=attributions or {},
+                            signed=method_signed, opens_on=text_method)  # fmt: skip
     if norms is not None:  # the text tab's series swap with the maps: each word by weight x norm
         norm = norm_maps(tokens, norms, max_tokens=max_tokens, rollout=rollout, residual=residual, pooling=pooling,
-                         attributions=attributions or {})  # fmt: skip
+                         attributions=attributions or {}, signed=method_signed)  # fmt: skip
         data["kinds"] = {"norm": {"series": norm["series"], **norm_data(layers, norms, norm, cut=cut)}}
     page, style, script = _assets()
     fills = {

@@ -25,10 +25,14 @@ def text_tab(
     pooling: str,
     rollout: np.ndarray | None,
     attributions: Mapping[str, Sequence[float]],
+    signed: Mapping[str, bool] | None = None,
+    opens_on: str | None = None,
 ) -> dict:
     """The text tab's data, over the whole text: its words (and each word's pieces), and per series (each layer's
     head mean, each head, the rollout, each attribution method) one value per word: the mean of its pieces' values
-    (words.py's `word_values`: a word is not darker for being cut in pieces; the page says so)."""
+    (words.py's `word_values`: a word is not darker for being cut in pieces; the page says so). `signed`: whether
+    each method's values point towards the class or against it (all of them when not given); `opens_on`: the
+    method the tab opens on (else the last layer's head mean)."""
     words = join_pieces(tokens)
 
     def per_word(values) -> list[float]:
@@ -53,8 +57,8 @@ def text_tab(
         series.append({"id": "rollout", "group": "all layers", "label": "rollout", "values": per_word(
             pooled_rollout(rollout, pooling))})  # fmt: skip
     for m, values in attributions.items():
-        series.append({"id": f"method-{m}", "group": "word attributions", "method": m, "signed": True,
-                       "values": per_word(values)})  # fmt: skip
+        series.append({"id": f"method-{m}", "group": "word attributions", "method": m,
+                       "signed": bool((signed or {}).get(m, True)), "values": per_word(values)})  # fmt: skip
     return {
         "words": [w.text for w in words],
         "pieces": [[tokens[i] for i in w.tokens] for w in words],
@@ -63,7 +67,7 @@ def text_tab(
         "pooled": POOLED_ROW[pooling],
         "reads": READS[pooling],
         "series": series,
-        "default": f"layer-{len(attentions) - 1}",
+        "default": f"method-{opens_on}" if opens_on in attributions else f"layer-{len(attentions) - 1}",
     }
 
 
@@ -76,6 +80,7 @@ def norm_maps(
     residual: float,
     pooling: str,
     attributions: Mapping[str, Sequence[float]],
+    signed: Mapping[str, bool] | None = None,
 ) -> dict:
     """The norm-weighted maps as the page draws them: rows scaled to sum 1, cut like the weights ((H, n, n) arrays),
     their rollout ((n, n)), and the text tab's series of them (over the whole text, as `text_tab`'s of the weights)."""
@@ -89,5 +94,7 @@ def norm_maps(
     return {
         "layers": layers,
         "rollout": None if whole is None else whole[:n, :n].astype(np.float64),
-        "series": text_tab(tokens, shares, pooling=pooling, rollout=whole, attributions=attributions)["series"],
+        "series": text_tab(tokens, shares, pooling=pooling, rollout=whole, attributions=attributions, signed=signed)[
+            "series"
+        ],
     }

@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 
 from ..analysis.agreement import agreement_over_texts
 from ..analysis.faithfulness import Explained
-from ..analysis.methods import labels
+from ..analysis.methods import TEXT_METHOD, labels, signed
 from ..analysis.run import explain_rows
 from ..data.tokenizer import load_tokenizer
 from ..errors import CheckpointError, ConfigError, InputError, printable
@@ -159,7 +159,8 @@ def save_attention_page(
     return save_attention_html(
         folder / f"{index:04d}.html", pred.tokens, _weights(pred), title=f"text_{index}",
         caption=f"{pred.label} ({probs})", review=review or Review(pred.text, len(pred.tokens)),
-        pooling=pooling, method_labels=labels(), norms=norms, **words,
+        pooling=pooling, method_labels=labels(), method_signed=signed(), text_method=TEXT_METHOD, norms=norms,
+        **words,
     )  # fmt: skip
 
 

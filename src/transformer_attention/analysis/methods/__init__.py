@@ -29,6 +29,9 @@ import torch
 from ..passes import Passes
 
 FAMILIES = ("attention", "decomposition", "gradient", "perturbation", "baseline")
+# What the text views shade a review by unless told otherwise: of the methods that read the encoder's own parts
+# (attention, decomposition), the most faithful on the recipes' checkpoints (docs/analysis.md), and signed.
+TEXT_METHOD = "decompx"
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,11 @@ def names() -> tuple[str, ...]:
 def labels() -> dict[str, str]:
     """Each method's label by name: how tables and pages name it."""
     return {name: m.label for name, m in methods().items()}
+
+
+def signed() -> dict[str, bool]:
+    """Whether each method's scores are signed (towards the class explained, or against it), by name."""
+    return {name: m.signed for name, m in methods().items()}
 
 
 def check_methods(chosen: Sequence[str]) -> list[str]:
