@@ -318,3 +318,36 @@ def test_the_page_text_tab_opens_on_the_signed_decomposition():
     assert min(by_id["method-decompx"]["values"]) < 0 < max(by_id["method-decompx"]["values"])
     plain = attention_html([f"w{t}" for t in row], [torch.rand(4, len(row), len(row))])
     assert read_attention_data(plain)["text"]["default"] == "layer-0"  # no attributions: the last layer's mean
+
+
+def test_the_tensorboard_text_view_opens_on_the_signed_decomposition():
+    """The text image's first paragraph is DecompX of the predicted class: blue words add to it, orange ones take
+    from it, as `decompx` says; the attention paragraphs follow; null leaves attention alone."""
+    from transformer_attention.callbacks.text_view import check_text_method, text_rows
+    from transformer_attention.plotting.text import AGAINST, FOR, ReviewText
+
+    net = model(num_layers=1, pooling="mean")
+    ids, mask = batch()
+    row = ids[0].tolist()
+    with torch.no_grad():
+        layers = [a[0].numpy() for a in net(ids[:1], mask[:1], need_weights=True).attentions]
+    shares = np.full(len(row), 1 / len(row))
+    rows, labels, scored = text_rows(net, row, layers, pooling="mean", heads=0, shares=shares, method="decompx",
+                                     predicted=1, class_name="positive")  # fmt: skip
+    assert scored == 1 and labels[0] == "DecompX: blue for positive, orange against" and labels[1].startswith("layer 0")
+    contributions = decompx(net, ids[:1], mask[:1]).tokens[0, :, 1].numpy()
+    tokens = [f"w{t}" for t in row]  # one piece a word
+    view = ReviewText(tokens, len(rows), "t", pooling="mean", signed=scored)
+    _, values = view.word_colours(rows)
+    assert np.array_equal(np.sign(values[0]), np.sign(contributions)) and np.abs(values[0]).max() == 1.0
+    pixels = view.render(rows, labels)
+    assert pixels.shape[1] == 350  # TensorBoard's card: shown at its own size
+    from transformer_attention.plotting.text import signed_colours
+
+    strongest = signed_colours(np.array([1.0, -1.0]))
+    assert np.array_equal(strongest, np.stack([FOR, AGAINST]).astype(np.uint8))
+    plain, plain_labels, none = text_rows(net, row, layers, pooling="mean", heads=0, shares=shares, method=None,
+                                          predicted=1, class_name="positive")  # fmt: skip
+    assert none == 0 and plain_labels == labels[1:] and np.array_equal(plain, rows[1:])
+    with pytest.raises(ValueError, match="text_method='decompz' is not an explanation method"):
+        check_text_method("decompz")

@@ -103,5 +103,6 @@ def test_a_one_layer_text_view_shows_the_review_once(tmp_path, monkeypatch):
                             num_sanity_val_steps=0, limit_val_batches=1)  # fmt: skip
         trainer.fit(module, datamodule=data)
     one, two = labels[0], labels[-1]
-    assert one == ["layer 0 \u00b7 mean of heads"]
-    assert two == ["layer 0 \u00b7 mean of heads", "layer 1 \u00b7 mean of heads", "rollout through 2 layers"]
+    decompx = "DecompX: blue for positive, orange against"  # first: the signed decomposition (text_method)
+    assert one[1:] == ["layer 0 \u00b7 mean of heads"] and one[0] in (decompx, decompx.replace("positive", "negative"))
+    assert two[1:] == ["layer 0 \u00b7 mean of heads", "layer 1 \u00b7 mean of heads", "rollout through 2 layers"]

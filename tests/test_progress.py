@@ -9,12 +9,12 @@ import re
 import lightning as L
 import numpy as np
 
-from transformer_attention import progress as progress_module
 from transformer_attention.callbacks.console import LineProgress
+from transformer_attention.data import progress as progress_module
 from transformer_attention.data import tokenizer as tokenizer_module
 from transformer_attention.data.datamodule import ReviewDataModule
+from transformer_attention.data.progress import LogProgress, Silent, progress
 from transformer_attention.module import ClassifierModule
-from transformer_attention.progress import LogProgress, Silent, progress
 
 
 def test_log_progress_says_the_start_each_interval_and_the_end(monkeypatch, caplog):

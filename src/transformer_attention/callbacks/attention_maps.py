@@ -5,8 +5,8 @@ Tags written (examples and layers count from 0, layer l is `ClassifierOutput.att
 
     attention/example_{i}/layer_{l}        image: a panel per head of layer l, then their mean, query x key
     attention/example_{i}/rollout          image: each input token's share in the pooled vector, all layers
-    attention/example_{i}/text             image: the review's words shaded by the pooled row, a paragraph per
-                                           layer (mean of heads), the rollout (from 2 layers), `text_heads` heads
+    attention/example_{i}/text             image: the review's words scored by `text_method` (DecompX), then
+                                           shaded by the pooled row, a paragraph per layer, the rollout, heads
     attention/text_{j}/...                 the same for AttentionMapLogger(texts=[...])
     attention/examples                     text: a table of tag, text, true label and prediction
 
@@ -26,16 +26,17 @@ import lightning as L
 import numpy as np
 from lightning.pytorch.callbacks import Callback
 
+from ..analysis.methods import TEXT_METHOD
 from ..files import shown
 from ..inference import infer
-from ..plotting import AttentionGrid, RolloutBars, attention_rollout, pooled_rollout
+from ..plotting import AttentionGrid, ReviewText, RolloutBars, attention_rollout, pooled_rollout
 from ..plotting.scales import DEFAULT_SCALE, MAP_KINDS, check_kind, check_scale, map_shares
-from ..plotting.text import ReviewText, paragraphs
 from ..plotting.windows import key_window, window_labels
 from ..plotting.words import POOLED_ROW
 from .console import plural
 from .examples import Example, Logged, choose_examples, label_names, maps_of, pooling_of, save_pages, table_cell
 from .sinks import ImageWriter, image_loggers, log_text
+from .text_view import check_text_method, text_view
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,8 @@ class AttentionMapLogger(Callback):
     Colours follow `scale` (plotting/scales.py), stated on every colour bar; `kind` draws the weights or the
     norm-weighted maps (weight x norm, each row's shares), said in every caption and colour bar. A text longer
     than `max_tokens` shows the keys the pooled row reads most (through all layers) with their neighbours;
-    `text`: its words shaded by the pooled row (`ReviewText`), a paragraph per layer, the rollout and
-    `text_heads` heads.
+    `text`: its words scored by `text_method` (signed for DecompX, the default; null: none), then shaded by the
+    pooled row (`ReviewText`), a paragraph per layer, the rollout and `text_heads` heads (text_view.py).
 
     The examples are chosen once, at fit start: `num_examples` from the validation split, plus any `texts` of
     your own (tagged `text_{j}`). Only they go through the model (`infer`: eval mode, no gradients); the sanity
@@ -77,6 +78,7 @@ class AttentionMapLogger(Callback):
         text: bool = True,
         text_heads: int = 0,
         kind: str = "weight",
+        text_method: str | None = TEXT_METHOD,
     ) -> None:
         self.texts = list(texts or [])
         if num_examples < 0 or (num_examples == 0 and not self.texts):
@@ -91,6 +93,7 @@ class AttentionMapLogger(Callback):
         if text_heads < 0:
             raise ValueError(f"text_heads={text_heads}: must be >= 0 (0: no head paragraphs)")
         self.scale, self.kind, self.text, self.text_heads = check_scale(scale), check_kind(kind), text, text_heads
+        self.text_method = check_text_method(text_method)
         self.num_examples, self.every_n_epochs, self.max_tokens = num_examples, every_n_epochs, max_tokens
         self.split, self.mean, self.rollout, self.html, self.tag = split, mean, rollout, html, tag
         self.writer = ImageWriter(background=background)
@@ -198,10 +201,10 @@ class AttentionMapLogger(Callback):
                 self.writer.send(writers, f"{at}/rollout", step, description, bars.render, shares[keep], status)
             images += len(layers) + (bars is not None)
             if self.text and labelled:
-                pooled, labels = paragraphs(layers, pooling, self.text_heads, shares)  # (P, T): a row a paragraph
-                if len(layers) == 1:  # a 1-layer rollout reads what layer 0 does: the review once, not twice
-                    pooled, labels = pooled[:-1], labels[:-1]
-                view = self._view(example, tokens, len(pooled), names, pooling)
+                view, pooled, labels = text_view(
+                    self.views, example, tokens, pl_module, layers, names, pooling, shares, pred,
+                    heads=self.text_heads, method=self.text_method, scale=self.scale, kind=self.kind,
+                )  # fmt: skip
                 status = f"step {step} \u00b7 pred: {said} \u00b7 true: {truth}"
                 self.writer.send(writers, f"{at}/text", step, description, view.render, pooled, labels, status)
                 images += 1
@@ -245,13 +248,3 @@ class AttentionMapLogger(Callback):
                 figure.prepare()
             self.figures[example.name] = (keep, grid, bars)
         return self.figures[example.name][1:]
-
-    def _view(
-        self, example: Example, tokens: list[str], n_paragraphs: int, names: list[str], pooling: str
-    ) -> ReviewText:
-        """The example's text view (`ReviewText`), built at its first logged step."""
-        if example.name not in self.views:
-            title = example.title(names, None, pooling)
-            self.views[example.name] = ReviewText(tokens, n_paragraphs, title, status=True, pooling=pooling,
-                                                  scale=self.scale, kind=self.kind)  # fmt: skip
-        return self.views[example.name]

@@ -17,7 +17,7 @@ from lightning.pytorch.callbacks import Callback, ProgressBar, RichProgressBar
 from lightning.pytorch.utilities.model_summary import get_human_readable_count, summarize
 from torchmetrics import Metric, MetricCollection
 
-from ..progress import EVERY_S
+from ..data.progress import EVERY_S
 
 log = logging.getLogger(__name__)
 

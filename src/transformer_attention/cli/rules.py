@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 
+from ..analysis.settings import known_methods
 from ..checks import is_number, is_whole
 from ..errors import ConfigError
 
@@ -96,7 +97,16 @@ def check_loggers(loggers: dict) -> None:
 # must be, an example); an `abc` where a number belongs fails here, not as a TypeError when the callback is built
 CALLBACK_RULES = {
     "model_analysis.normalized": (lambda v: isinstance(v, bool), "true or false", "true"),
-    "model_analysis.max_cost": (lambda v: is_number(v) and v >= 0, "a number >= 0 (a share of the fit's time)", 0.25),
+    "model_analysis.max_cost": (
+        lambda v: v is None or (is_number(v) and v >= 0),
+        "a number >= 0 (a share of the fit's time; null: always)",
+        0.25,
+    ),
+    "attention_maps.text_method": (
+        lambda v: v is None or v in known_methods(),
+        f"one of {', '.join(known_methods())} (null: none)",
+        "decompx",
+    ),
     "attention_maps.text_heads": (lambda v: is_whole(v, 0), "a whole number >= 0 (0: none)", 2),
     "attention_maps.num_examples": (lambda v: is_whole(v, 1), "a whole number >= 1", 4),
     "attention_maps.every_n_epochs": (lambda v: is_whole(v, 1), "a whole number >= 1", 2),

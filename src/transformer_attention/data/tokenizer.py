@@ -19,8 +19,8 @@ import numpy as np
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from ..files import atomic_write
-from ..progress import progress
 from .pii import PII_PATTERNS
+from .progress import progress
 
 PAD, UNK, CLS, MASK = "[PAD]", "[UNK]", "[CLS]", "[MASK]"
 SPECIAL_TOKENS = [PAD, UNK, CLS, MASK]  # ids 0, 1, 2, 3

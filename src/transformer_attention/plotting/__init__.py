@@ -5,7 +5,8 @@ attention rollout (rollout.py), the offline interactive page (html.py, page.html
 figures (analysis.py: head importance, pruning, faithfulness)."""
 
 from .analysis import plot_faithfulness, plot_head_importance, plot_pruning
-from .figures import AttentionGrid, RolloutBars
+from .bars import RolloutBars
+from .figures import AttentionGrid
 from .html import attention_html, read_attention_data, save_attention_html
 from .plots import (
     attention_window,

@@ -18,7 +18,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..files import atomic_write
-from .figures import AttentionGrid, RolloutBars
+from .bars import RolloutBars
+from .figures import AttentionGrid
 from .rollout import attention_rollout, pooled_rollout
 from .scales import DEFAULT_SCALE
 from .style import DPI, MAX_TOKENS, as_numpy

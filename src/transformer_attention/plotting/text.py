@@ -60,6 +60,7 @@ class ReviewText:
         status: bool = False,
         width: int = CARD_PX,
         kind: str = "weight",
+        signed: int = 0,
     ) -> None:
         if not tokens or paragraphs < 1:
             raise ValueError(
@@ -68,6 +69,7 @@ class ReviewText:
         if pooling not in POOLED_ROW:
             raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(map(repr, POOLED_ROW))}")
         self.scale, self.pooling, self.paragraphs = check_scale(scale), pooling, paragraphs
+        self.signed = signed  # the first `signed` paragraphs: signed scores, blue for the class and orange against
         self.tokens, self.words = list(tokens), join_pieces(tokens)
         face = font(TEXT_PX)
         self.boxes: list[tuple[int, int, int]] = []  # (x px, line, width px) of each word's box
@@ -100,7 +102,11 @@ class ReviewText:
         if r.shape != (self.paragraphs, len(self.tokens)):
             raise ValueError(f"{tuple(r.shape)} rows for {self.paragraphs} paragraphs of {len(self.tokens)} tokens")
         weights = np.stack([word_values(row, self.words) for row in r])  # (P, words)
-        return weights, scaled(weights, self.scale)
+        values = scaled(weights, self.scale)
+        for p in range(min(self.signed, len(weights))):  # a signed row: its size over the text's largest, sign kept
+            top = np.abs(weights[p]).max()
+            values[p] = weights[p] / top if top > 0 else 0.0
+        return weights, values
 
     def render(self, pooled: np.ndarray | torch.Tensor, labels: Sequence[str], status: str | None = None) -> np.ndarray:
         """The (H, W, 3) uint8 pixels: paragraph p shaded by `pooled[p]` (T,) under the label `labels[p]`."""
@@ -112,7 +118,8 @@ class ReviewText:
         for p, (label, row) in enumerate(zip(labels, values, strict=True)):
             top = self.head + p * self.block
             draw.text((EDGE_PX, top + 2), label, font=font(TITLE_PX), fill="black")
-            for word, (x, line, w), colour in zip(self.words, self.boxes, colors(row), strict=True):
+            shades = signed_colours(row) if p < self.signed else colors(row)
+            for word, (x, line, w), colour in zip(self.words, self.boxes, shades, strict=True):
                 y = top + LABEL_PX + line * LINE_PX
                 draw.rectangle((x, y, x + w - 1, y + LINE_PX - 3), fill=tuple(int(c) for c in colour))
                 light = float(colour @ np.array([0.299, 0.587, 0.114])) < 140  # dark box: white letters
@@ -129,6 +136,17 @@ class ReviewText:
         fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
         fig.figimage(pixels, resize=False)
         return fig
+
+
+FOR, AGAINST = np.array([31, 119, 180]), np.array([255, 127, 14])  # the page's colours (page/words.js)
+
+
+def signed_colours(values: np.ndarray) -> np.ndarray:
+    """RGB uint8 colours of signed values in [-1, 1]: white to blue for positive (towards the class explained),
+    white to orange for negative (against it), as the page shades them."""
+    v = np.clip(np.asarray(values, dtype=np.float64), -1.0, 1.0)[:, None]  # (words, 1)
+    tint = np.where(v >= 0, FOR, AGAINST)  # (words, 3)
+    return np.rint(255.0 + np.abs(v) * (tint - 255.0)).astype(np.uint8)
 
 
 def paragraphs(

@@ -32,6 +32,7 @@ from ...model.classifier import TransformerClassifier
 from ...model.embedding import ngram_ids
 from ...model.encoder import TransformerEncoderLayer
 from ...model.masks import expand_mask
+from ...model.positional import LearnedPositionalEncoding
 
 
 @dataclass(frozen=True)
@@ -129,8 +130,12 @@ def embedded(
         for n in range(2, emb.ngram_max + 1):
             picked = emb.ngrams(ngram_ids(ids, n, emb.num_embeddings, emb.ngrams.num_embeddings, pad))
             grams.append(picked.to(dtype) * real * scale)
-    zeros = torch.zeros(1, ids.shape[1], words.shape[-1], device=ids.device, dtype=torch.float32)
-    positions = net.pos_encoder(zeros).to(dtype).expand_as(words)  # eval mode: no dropout
+    encoder = net.pos_encoder  # sinusoidal: its fixed table `pe`; learned: its embedding's rows
+    if isinstance(encoder, LearnedPositionalEncoding):
+        table = encoder.embedding.weight
+    else:
+        table = cast(torch.Tensor, encoder.pe)
+    positions = table[: ids.shape[1]].to(dtype).expand_as(words)  # read directly: no dropout, whatever the mode
     return words, grams, positions
 
 

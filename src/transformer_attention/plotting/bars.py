@@ -1,0 +1,133 @@
+"""`RolloutBars`: the attention rollout of one text as bars, each input token's share in the vector the classifier
+pools, drawn like the grids of figures.py (static part once, bars at every step)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+from matplotlib.text import Text
+
+from .figures import of_text
+from .scales import DEFAULT_SCALE, MAP_KINDS, check_kind, check_scale, scale_note, scaled
+from .style import (
+    BAR_PX,
+    CARD_PX,
+    CMAP,
+    DPI,
+    FONT_PX,
+    STATUS_COLOUR,
+    TITLE_PX,
+    Frame,
+    add_axes_first,
+    as_numpy,
+    colors,
+    draw_colorbar,
+    draw_header,
+    header_px,
+    short_label,
+    text_px,
+    write_texts,
+)
+
+
+class RolloutBars:
+    """Horizontal bars, one per input token (top to bottom in text order): the share of each token in the
+    pooled vector the classifier reads (`pooled_rollout`), on a fixed 0-1 axis, coloured on `scale` as the
+    maps are (the shares a row, over the whole text's `length` tokens), each with its value. `draw(shares)`
+    returns the figure, `render(shares, status)` its pixels (the axes drawn once; bars written as arrays, values
+    and status as texts)."""
+
+    ROW_PX = 16
+
+    def __init__(
+        self,
+        tokens: Sequence[str],
+        title: str | None = None,
+        *,
+        status: bool = False,
+        scale: str = DEFAULT_SCALE,
+        kind: str = "weight",
+        length: int | None = None,
+    ) -> None:
+        n = len(tokens)
+        if n == 0:
+            raise ValueError("rollout bars need at least one token")
+        self.n, self.scale, self.length = n, check_scale(scale), of_text(length, n)
+        self.labels = labels = [short_label(t) for t in tokens]
+        margin = int(8 + max(text_px(t, FONT_PX) for t in labels))
+        W = CARD_PX
+        head = header_px(title, W, status)
+        self.height = n * self.ROW_PX
+        self.width = W - margin - 46  # room for the values right of the bars
+        self.top, self.left = head + 8, margin
+        H = self.top + self.height + 24 + BAR_PX  # 24: the 0-1 axis under the bars
+        self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
+        self.status, self.status_xy = draw_header(fig, title, status)
+        self._rect = (margin / W, 1 - (self.top + self.height) / H, self.width / W, self.height / H)
+        for i, label in enumerate(labels):  # token labels as plain texts: no tick machinery
+            y = self.top + (i + 0.5) * self.ROW_PX
+            fig.text((margin - 4) / W, 1 - y / H, label, fontsize=FONT_PX, ha="right", va="center")
+        bottom = 1 - (self.top + self.height) / H
+        for value in (0.0, 0.25, 0.5, 0.75, 1.0):
+            x = (margin + value * self.width) / W
+            colour = "black" if value == 0 else "#dddddd"
+            fig.add_artist(Line2D([x, x], [bottom, 1 - self.top / H], color=colour, linewidth=0.8, zorder=0))
+            fig.text(x, bottom - 3 / H, f"{value:.2f}", fontsize=FONT_PX - 1, ha="center", va="top")
+        fig.add_artist(Line2D([margin / W, (margin + self.width) / W], [bottom, bottom], color="black", linewidth=0.8))
+        self.ax: Axes | None = None  # the bars' axes, made by the first `draw`
+        self.bars: list[Rectangle] = []
+        self.values: list[Text] = []
+        of = "" if check_kind(kind) == "weight" else f" (from {MAP_KINDS[kind]})"
+        draw_colorbar(fig, f"share of the pooled vector{of} (bar: 0 to 1) \u00b7 colour: {scale_note(scale)}")
+        self._frame = Frame(fig, hidden=[self.status] if self.status is not None else [])
+
+    def prepare(self) -> None:
+        """Draw the static part now (else the first `render` does)."""
+        self._frame.pixels()
+
+    def _check(self, shares: np.ndarray | torch.Tensor) -> np.ndarray:
+        s = as_numpy(shares)
+        if s.shape != (self.n,):
+            raise ValueError(f"{tuple(s.shape)} shares for {self.n} tokens")
+        return s
+
+    def draw(self, shares: np.ndarray | torch.Tensor, status: str | None = None) -> Figure:
+        """The figure with a bar and its value per share (their axes made here: `render` never needs them)."""
+        s = self._check(shares)
+        if self.ax is None:
+            self.prepare()  # the static frame first: the bars' axes are made for a draw only
+            (self.ax,) = (ax,) = add_axes_first(self.fig, [self._rect])
+            ax.set(xlim=(0, 1), ylim=(self.n - 0.5, -0.5))  # the first token on top
+            self.bars = list(ax.barh(range(self.n), np.zeros(self.n), height=0.75, color=colormaps[CMAP](0.0)))
+            self.values = [ax.text(0, i, "", va="center", ha="left", fontsize=FONT_PX - 1) for i in range(self.n)]
+        shades = colors(scaled(s, self.scale, self.length))
+        for bar, text, value, colour in zip(self.bars, self.values, s, shades, strict=True):
+            bar.set_width(float(value))
+            bar.set_color(colour / 255)
+            text.set_x(float(value) + 0.01)
+            text.set_text(f"{value:.2f}")
+        if self.status is not None:
+            self.status.set_text(status or "")
+        return self.fig
+
+    def render(self, shares: np.ndarray | torch.Tensor, status: str | None = None) -> np.ndarray:
+        s = self._check(shares)
+        out = self._frame.pixels()
+        pad = round(self.ROW_PX * 0.125)  # bars are 0.75 of a row high
+        values = []
+        for i, (value, colour) in enumerate(zip(s, colors(scaled(s, self.scale, self.length)), strict=True)):
+            length = int(round(float(np.clip(value, 0, 1)) * self.width))
+            top = self.top + i * self.ROW_PX
+            out[top + pad : top + self.ROW_PX - pad, self.left : self.left + length] = colour
+            values.append(((self.left + length + 3, top + (self.ROW_PX - FONT_PX) / 2 - 1), f"{value:.2f}"))
+        write_texts(out, values, FONT_PX - 1, "black")
+        if self.status is not None and status:
+            write_texts(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
+        return out
