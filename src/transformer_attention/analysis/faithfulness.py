@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
+from ..data.progress import progress as progress_of
 from ..inference import probabilities
 from ..model.classifier import TransformerClassifier
 from . import attributions
@@ -154,14 +154,14 @@ def explain_texts(
     normalized: bool = True,
     seconds: dict[str, float] | None = None,
 ) -> tuple[list[Explained], float]:
-    """Attribute every text of `rows` (token ids, [CLS] first, at least one word each) to the class the model
-    predicts for it, or to its class in `targets` (attributions.py), and score each method on it for that class
-    (`eraser_scores`), CHUNK texts at a time (a
-    progress bar over the texts: None shows it on a terminal only). `mask_id` replaces removed words (None: they
-    are deleted). `methods`: registered names (None: all). `seconds`, when given, gains each method's time.
-    Returns one Explained per row and Integrated Gradients' mean completeness error."""
+    """Attribute every text of `rows` (token ids, [CLS] first, at least one word each) to the class the model predicts
+    for it, or to its class in `targets` (attributions.py), and score each method on it for that class
+    (`eraser_scores`), CHUNK texts at a time (a progress bar over the texts on a terminal, log lines every 30 s
+    elsewhere; `progress=False`: neither). `mask_id` replaces removed words (None: they are deleted). `methods`:
+    registered names (None: all). `seconds`, when given, gains each method's time. Returns one Explained per row and
+    Integrated Gradients' mean completeness error."""
     out, errors = [], []
-    bar = tqdm(total=len(rows), desc="faithfulness", unit="text", disable=None if progress is None else not progress)
+    bar = progress_of(len(rows), "faithfulness", "text", show=progress is not False)
     for start in range(0, len(rows), CHUNK):
         chunk = [list(map(int, r)) for r in rows[start : start + CHUNK]]
         probs = probabilities(net, chunk, batch_size=batch_size)  # (n, C)
