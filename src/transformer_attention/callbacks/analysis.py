@@ -39,6 +39,7 @@ from ..files import shown
 from ..inference import probabilities
 from ..model.classifier import TransformerClassifier
 from .console import pasteable, seconds
+from .interrupt import resume_command, stop_on_signals
 from .sinks import image_loggers, log_image, log_text
 
 log = logging.getLogger(__name__)
@@ -143,10 +144,13 @@ class ModelAnalysis(Callback):
             return
         start = time.perf_counter()
         net, weights = self.kept_model(trainer, pl_module)
-        self.result = run_analyses(
-            net, self.plan, splits=dm.splits, tokenizer=dm.tokenizer, progress=self.progress,
-            label_names=dm.label_names, deciding_words=deciding_words_for(dm),
-        )  # fmt: skip
+        saved = self.saved_checkpoint(trainer)
+        again = (lambda: self.command(shown(saved))) if saved is not None else resume_command  # noqa: E731
+        with stop_on_signals(lambda: "the end-of-fit analysis (the fit's checkpoints are saved)", again=again):
+            self.result = run_analyses(
+                net, self.plan, splits=dm.splits, tokenizer=dm.tokenizer, progress=self.progress,
+                label_names=dm.label_names, deciding_words=deciding_words_for(dm),
+            )  # fmt: skip
         self.result.settings["weights"] = weights
         folder = Path(trainer.default_root_dir) / "analysis"
         keep_analysis(self.result, folder, trainer.loggers, trainer.global_step, label=weights)

@@ -47,11 +47,12 @@ class _Signal(BaseException):
 
 
 @contextmanager
-def stop_on_signals(what: Callable[[], str]) -> Iterator[None]:
+def stop_on_signals(what: Callable[[], str], again: Callable[[], str] = resume_command) -> Iterator[None]:
     """Run the body with SIGTERM and Ctrl-C (SIGINT) stopping it at once: log `<signal>: stopped <what()>`, that
-    nothing of it was saved and the command that starts it again, then raise Lightning's SIGTERMException with the
-    shell's status (128 + the signal), which the entry points turn into that exit status: no traceback, and the
-    run's locks released on the way out. Outside the main thread (no signal handlers there) the body just runs."""
+    nothing of it was saved and the command that starts it again (`again()`: this run's own, by default), then raise
+    Lightning's SIGTERMException with the shell's status (128 + the signal), which the entry points turn into that
+    exit status: no traceback, and the run's locks released on the way out. Outside the main thread (no signal
+    handlers there) the body just runs."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -65,7 +66,7 @@ def stop_on_signals(what: Callable[[], str]) -> Iterator[None]:
     except _Signal as sig:
         name = "Ctrl-C" if sig.signum == signal.SIGINT else "SIGTERM"
         log.warning("%s: stopped %s; nothing of it was saved\nstart it again with:\n  %s", name, what(),
-                    resume_command())  # fmt: skip
+                    again())  # fmt: skip
         stopped = SIGTERMException()
         stopped.code = 128 + sig.signum
         raise stopped from None
