@@ -15,8 +15,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torchmetrics.functional import spearman_corrcoef
-from tqdm import tqdm
 
+from ..data.progress import progress as progress_of
 from ..inference import Batch, batched, forward_batches
 from ..model.classifier import TransformerClassifier
 from .passes import Passes
@@ -123,7 +123,7 @@ def head_importance(
     full = torch.ones(L, H)
     accuracy, loss = score(full)
     masked_acc, masked_loss = np.empty((L, H)), np.empty((L, H))
-    bar = tqdm(total=3 * L * H, desc="head importance", unit="pass", disable=_hidden(progress))
+    bar = progress_of(3 * L * H, "head importance", "pass", show=progress is not False)  # log lines off a terminal
     for layer in range(L):
         for h in range(H):
             head_mask = full.clone()
@@ -176,8 +176,3 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
         return float("nan")
     ranked = [torch.as_tensor(x.ravel(), dtype=torch.float64) for x in (a, b)]
     return float(spearman_corrcoef(*ranked))
-
-
-def _hidden(progress: bool | None) -> bool | None:
-    """tqdm's `disable`: None hides the bar where stderr is not a terminal."""
-    return None if progress is None else not progress
