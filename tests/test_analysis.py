@@ -45,6 +45,7 @@ from transformer_attention.analysis.removal import keeping, removal_kind, withou
 from transformer_attention.analysis.run import target_classes
 from transformer_attention.callbacks import ModelAnalysis
 from transformer_attention.callbacks import analysis as analysis_callback
+from transformer_attention.callbacks.analysis import FIT_END_METHODS
 from transformer_attention.data import EncodedDataset, toy
 from transformer_attention.data.toy import deciding_words as toy_deciding_words
 from transformer_attention.data.toy import make_toy_splits
@@ -452,7 +453,7 @@ def test_the_cost_estimate_sums_the_passes_the_analyses_say(monkeypatch):
     texts, _ = callback.plan.rows("faithfulness", splits)
     assert len(heads_rows) == 5 and len(texts) == 3
     tokens = heads_passes(5, num_layers=1, num_heads=2).cost * np.mean([len(r) for r in heads_rows])
-    said = faithfulness_passes(texts, k=[25, 50], methods=None, ig_steps=8, normalized=False)
+    said = faithfulness_passes(texts, k=[25, 50], methods=FIT_END_METHODS, ig_steps=8, normalized=False)
     tokens += said.cost * np.mean([len(r) for r in texts])  # the end of fit leaves nAOPC's bounds out
     assert callback.estimate(net, splits) == pytest.approx(tokens * per_token)
     assert passes == [min(len(ROWS), analysis_callback.WARM_ROWS), len(ROWS)]  # a warm-up, then the timed pass

@@ -30,7 +30,7 @@ from ..analysis.faithfulness import passes as faithfulness_passes
 from ..analysis.heads import passes as heads_passes
 from ..analysis.plan import HEADS_SPLIT, Plan, analysis_settings, plan
 from ..analysis.run import Analysis, run_analyses
-from ..analysis.settings import check_analyses
+from ..analysis.settings import check_analyses, check_method_names
 from ..analysis.write import images, summary, text_table, write_files
 from ..checks import is_number
 from ..data.toy import deciding_words_for
@@ -76,6 +76,13 @@ def classifier_of(pl_module: L.LightningModule) -> TransformerClassifier:
     return cast(TransformerClassifier, pl_module.net)
 
 
+# what the end of fit scores: attention and its norm-weighted form, the decompositions and the references (IG and
+# leave-one-out) and the random floor; ALTI, value zeroing, the norm rollout, gradient x input: evaluate.py's
+FIT_END_METHODS = (
+    "attention", "rollout", "attention_norm", "decompx", "attnlrp", "integrated_gradients", "leave_one_out", "random",
+)  # fmt: skip
+
+
 class ModelAnalysis(Callback):
     """At the end of fit, on the model the run keeps (the best checkpoint, which the test runs on; the weights as
     fit ends when there is none): head importance on the validation split and the faithfulness of the token
@@ -87,6 +94,8 @@ class ModelAnalysis(Callback):
     time (None: always run), it is skipped and the log gives the evaluate.py command that runs it on the
     checkpoint. Its own cost is logged as a share of the fit's. `normalized`: nAOPC too (its greedy bounds cost
     n (n + 1) passes a text, as much again as the rest on the toy set); off by default here, evaluate.py has it.
+    `methods`: the explanation methods scored unless `analysis.methods` names them (FIT_END_METHODS: the cheap
+    half of the registry and the references; evaluate.py runs every one); null: every one.
     """
 
     def __init__(
@@ -96,10 +105,13 @@ class ModelAnalysis(Callback):
         max_cost: float | None = 0.25,
         progress: bool | None = None,
         normalized: bool = False,
+        methods: Sequence[str] | None = FIT_END_METHODS,
     ) -> None:
         self.names = check_analyses(list(analyses), key="callbacks.model_analysis.analyses")
         self.settings = analysis_settings(settings)
         self.settings.normalized = self.settings.normalized and normalized
+        if self.settings.methods is None and methods is not None:  # analysis.methods, when given, wins
+            self.settings.methods = check_method_names(list(methods), "callbacks.model_analysis.methods")
         if max_cost is not None and (not is_number(max_cost) or max_cost <= 0):
             raise ConfigError(
                 f"callbacks.model_analysis.max_cost={max_cost!r} must be a positive share of the fit's time "
