@@ -622,7 +622,9 @@ def test_an_analysis_that_would_cost_too_much_is_skipped_with_the_command_that_r
     line, command = lines[at], lines[at + 1]  # the command on a line of its own, to copy
     assert "callbacks.model_analysis.max_cost=0.0001" in line and command.startswith("  python evaluate.py ")
     line += command
-    assert "python evaluate.py ckpt_path=" in line and "analyses=[heads,faithfulness] analysis.split=validation" in line
+    assert (
+        "python evaluate.py ckpt_path=" in line and "'analyses=[heads,faithfulness]' analysis.split=validation" in line
+    )
     assert "data.toy_size=400" in line  # the run's data overrides, so evaluate.py reads the same splits
     assert not list((tmp_path / "outputs").rglob("analysis")) and proc.returncode == 0
     line = refused("train.py", *tiny_overrides, "callbacks.model_analysis.max_cost=0")

@@ -16,7 +16,9 @@ from conftest import ROOT, TINY, entry_env
 @pytest.mark.slow
 def test_a_sigterm_in_the_end_of_fit_analysis_says_how_to_run_it_again(tmp_path: Path):
     log_dir = tmp_path / "outputs"
-    args = [*TINY, "callbacks.model_analysis.max_cost=null", "analysis.ig_steps=100000", "analysis.samples=30",
+    tiny = [o for o in TINY if not o.startswith("data.toy_size")]  # a validation split of 250 texts: the analysis
+    args = [*tiny, "data.toy_size=2500", "callbacks.model_analysis.max_cost=null", "analysis.ig_steps=100000",
+            "analysis.samples=250",
             "callbacks.attention_maps=null", f"paths.log_dir={log_dir}"]  # fmt: skip
     proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=entry_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -24,7 +26,7 @@ def test_a_sigterm_in_the_end_of_fit_analysis_says_how_to_run_it_again(tmp_path:
         seen = []
         for line in proc.stdout:  # the console log: wait until the faithfulness analysis runs
             seen.append(line)
-            if "faithfulness: 30 texts" in line:
+            if "faithfulness: 250 texts" in line:  # says where it is: 200 texts or more
                 break
         assert proc.poll() is None, "".join(seen)[-3000:] + proc.stderr.read()[-3000:]
         proc.send_signal(signal.SIGTERM)

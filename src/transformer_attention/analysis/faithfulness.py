@@ -35,6 +35,7 @@ from .removal import keeping, without
 from .report import CURVE, Faithfulness
 
 EXAMPLES = 20  # texts whose tokens and attributions the report keeps (scores are kept for every text)
+LONG_TEXTS = 200  # off a terminal, this many texts or more log where they are (IMDB's take minutes)
 CHUNK = 32  # texts attributed and scored together: a step of the progress bar, and a bound on memory
 
 
@@ -161,7 +162,8 @@ def explain_texts(
     registered names (None: all). `seconds`, when given, gains each method's time. Returns one Explained per row and
     Integrated Gradients' mean completeness error."""
     out, errors = [], []
-    bar = progress_of(len(rows), "faithfulness", "text", show=progress is not False)
+    long = progress is True or (progress is None and len(rows) >= LONG_TEXTS)  # a short one says nothing
+    bar = progress_of(len(rows), "faithfulness", "text", show=long)
     for start in range(0, len(rows), CHUNK):
         chunk = [list(map(int, r)) for r in rows[start : start + CHUNK]]
         probs = probabilities(net, chunk, batch_size=batch_size)  # (n, C)

@@ -123,7 +123,8 @@ def head_importance(
     full = torch.ones(L, H)
     accuracy, loss = score(full)
     masked_acc, masked_loss = np.empty((L, H)), np.empty((L, H))
-    bar = progress_of(3 * L * H, "head importance", "pass", show=progress is not False)  # log lines off a terminal
+    long = progress is True or (progress is None and len(rows) >= 5000)  # log lines off a terminal, when long
+    bar = progress_of(3 * L * H, "head importance", "pass", show=long)
     for layer in range(L):
         for h in range(H):
             head_mask = full.clone()
