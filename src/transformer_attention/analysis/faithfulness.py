@@ -15,6 +15,7 @@ as `removal` says (removal.py). Shapes: N texts, T tokens, C classes.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -162,7 +163,8 @@ def explain_texts(
     registered names (None: all). `seconds`, when given, gains each method's time. Returns one Explained per row and
     Integrated Gradients' mean completeness error."""
     out, errors = [], []
-    long = progress is True or (progress is None and len(rows) >= LONG_TEXTS)  # a short one says nothing
+    # a bar on a terminal; elsewhere log lines for a long run only (a short one says nothing)
+    long = progress is True or (progress is None and (sys.stderr.isatty() or len(rows) >= LONG_TEXTS))
     bar = progress_of(len(rows), "faithfulness", "text", show=long)
     for start in range(0, len(rows), CHUNK):
         chunk = [list(map(int, r)) for r in rows[start : start + CHUNK]]

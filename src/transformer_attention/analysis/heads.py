@@ -8,6 +8,7 @@ Shapes: L layers, H heads per layer, N rows, B a batch.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -123,7 +124,7 @@ def head_importance(
     full = torch.ones(L, H)
     accuracy, loss = score(full)
     masked_acc, masked_loss = np.empty((L, H)), np.empty((L, H))
-    long = progress is True or (progress is None and len(rows) >= 5000)  # log lines off a terminal, when long
+    long = progress is True or (progress is None and (sys.stderr.isatty() or len(rows) >= 5000))  # as faithfulness
     bar = progress_of(3 * L * H, "head importance", "pass", show=long)
     for layer in range(L):
         for h in range(H):
