@@ -65,15 +65,22 @@ class _HeadGate:
         return ((x.reshape(B, Tq, H, D // H) * gates).reshape(B, Tq, D),)  # (B, Tq, H * Dk)
 
 
+def head_moves(values: torch.Tensor, mha: MultiHeadAttention) -> torch.Tensor:
+    """f_h(x_j): what head h moves from key j, each head's slice of the values (B, Tk, D) through its slice of
+    W_O (no output bias: it is added once, not per key); returns (B, H, Tk, D) in the values' dtype."""
+    v = mha.split_heads(values)  # (B, H, Tk, Dk)
+    w_o = mha.w_o.weight.to(values.dtype)  # (D, H * Dk)
+    per_head = w_o.view(w_o.shape[0], mha.num_heads, mha.d_k).permute(1, 2, 0)  # (H, Dk, D): head h's columns
+    moved: torch.Tensor = torch.einsum("bhtk,hkd->bhtd", v, per_head)
+    return moved
+
+
 def weighted_norms(weights: torch.Tensor, values: torch.Tensor, mha: MultiHeadAttention) -> torch.Tensor:
     """||alpha_ij f_h(x_j)|| (Kobayashi et al. 2020, "Attention is Not Only a Weight"): the length of what key j
     moves into query i through head h, f_h(x) = (x W_V + b_V) W_O restricted to head h's slice of W_O (the
     output bias is added once, not per key). weights (B, H, Tq, Tk), values (B, Tk, D) as `mha.w_v` gave them;
     returns (B, H, Tq, Tk)."""
-    v = mha.split_heads(values)  # (B, H, Tk, Dk)
-    w_o = mha.w_o.weight  # (D, H * Dk)
-    per_head = w_o.view(w_o.shape[0], mha.num_heads, mha.d_k).permute(1, 2, 0)  # (H, Dk, D): head h's columns
-    moved = torch.einsum("bhtk,hkd->bhtd", v, per_head)  # (B, H, Tk, D): f_h(x_j)
+    moved = head_moves(values, mha)  # (B, H, Tk, D): f_h(x_j)
     lengths = torch.linalg.vector_norm(moved, dim=-1)  # (B, H, Tk): ||f_h(x_j)||
     norms: torch.Tensor = weights * lengths.unsqueeze(-2)  # (B, H, Tq, Tk): alpha_ij >= 0: ||alpha f|| = alpha ||f||
     return norms

@@ -80,7 +80,6 @@ class Method:
     family: str
     explain: Explain
     passes: Callable[[int, int, Options], Passes] = one_pass
-    summary: str = ""
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:

@@ -12,20 +12,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ...model.attention import MultiHeadAttention
 from ...model.classifier import TransformerClassifier
 from ...model.encoder import TransformerEncoderLayer
+from ...model.probes import head_moves
 from . import Explanation, Method, Options, register
 from ._maps import rolled_out, shares
 
 CHUNK = 2**24  # numbers held at once per chunk of queries: 128 MiB of float64
-
-
-def per_head_moves(x: torch.Tensor, mha: MultiHeadAttention) -> torch.Tensor:
-    """(B, H, T, D): what head h moves from each token, W_O^h W_V^h x_j, without the biases."""
-    v = mha.split_heads(x @ mha.w_v.weight.to(x.dtype).T)  # (B, H, T, Dk)
-    w_o = mha.w_o.weight.to(x.dtype).view(mha.d_model, mha.num_heads, mha.d_k).permute(1, 2, 0)  # (H, Dk, D)
-    return torch.einsum("bhtk,hkd->bhtd", v, w_o)
 
 
 def held_norm(z: torch.Tensor, actual: torch.Tensor, layer: nn.LayerNorm) -> torch.Tensor:
@@ -42,7 +35,7 @@ def layer_map(
     """(B, T, T): token j's share in token i after layer `layer`'s attention block, rows summing to 1."""
     B, T, D = x.shape
     source = held_norm(x, x, layer.norm1) if layer.norm_first else x
-    moves = per_head_moves(source, layer.self_attn)  # (B, H, T, D)
+    moves = head_moves(source @ layer.self_attn.w_v.weight.to(x.dtype).T, layer.self_attn)  # (B, H, T, D), no bias
     actual = None
     if not layer.norm_first:  # the norm's scale: that of the block's actual output, x + attention(x), with biases
         sa = layer.self_attn

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from ...model.classifier import TransformerClassifier
+from ...module import evaluating
 from ..passes import Passes
 from . import Explanation, Method, Options, register
 from ._forward import Rules, run
@@ -39,10 +40,14 @@ class Decomposition:
 
     logits: torch.Tensor
     tokens: torch.Tensor
-    ngrams: torch.Tensor
     positions: torch.Tensor
     bias: torch.Tensor
     ngrams_by_n: list[torch.Tensor] = field(default_factory=list, repr=False)  # n = 2, 3, ...: (B, T, C) each
+
+    @property
+    def ngrams(self) -> torch.Tensor:
+        """(B, T, C): the n-gram vectors ending at each position, all n together (zero without an n-gram table)."""
+        return sum(self.ngrams_by_n, torch.zeros_like(self.tokens))
 
     @property
     def rest(self) -> torch.Tensor:
@@ -56,18 +61,12 @@ def decompx(
     """`net` (a TransformerClassifier) on input_ids (B, T), attention_mask (B, T) bool (None: from its pad id),
     decomposed by DecompX in float64, dropout off (eval mode for the pass, each submodule's mode restored)."""
     mask = input_ids != net.pad_id if attention_mask is None else attention_mask.bool()
-    modes = {m: m.training for m in net.modules()}
-    net.eval()
-    try:
-        with torch.enable_grad():
-            trace = run(net, input_ids, mask, DECOMPX)
-            per_class = []
-            for c in range(trace.logits.shape[1]):
-                (grad,) = torch.autograd.grad(trace.logits[:, c].sum(), trace.x0, retain_graph=True)
-                per_class.append(grad)  # (B, T, D): d logit_c / d x0
-    finally:
-        for m, training in modes.items():
-            m.training = training
+    with evaluating(net), torch.enable_grad():
+        trace = run(net, input_ids, mask, DECOMPX)
+        per_class = []
+        for c in range(trace.logits.shape[1]):
+            (grad,) = torch.autograd.grad(trace.logits[:, c].sum(), trace.x0, retain_graph=True)
+            per_class.append(grad)  # (B, T, D): d logit_c / d x0
     g = torch.stack(per_class, dim=-1)  # (B, T, D, C)
 
     def read(part: torch.Tensor) -> torch.Tensor:
@@ -76,10 +75,10 @@ def decompx(
     logits = trace.logits.detach()
     tokens = read(trace.words)
     by_n = [read(n) for n in trace.ngrams]
-    ngrams = sum(by_n, torch.zeros_like(tokens))
     positions = read(trace.positions).sum(dim=1)
-    bias = logits - tokens.sum(dim=1) - ngrams.sum(dim=1) - positions
-    return Decomposition(logits=logits, tokens=tokens, ngrams=ngrams, positions=positions, bias=bias, ngrams_by_n=by_n)
+    grams = sum((n.sum(dim=1) for n in by_n), torch.zeros_like(logits))  # (B, C)
+    bias = logits - tokens.sum(dim=1) - grams - positions
+    return Decomposition(logits=logits, tokens=tokens, positions=positions, bias=bias, ngrams_by_n=by_n)
 
 
 def word_shares(found: Decomposition) -> torch.Tensor:
@@ -109,6 +108,5 @@ def passes(length: int, classes: int, options: Options) -> Passes:
 register(
     Method(
         "decompx", "DecompX", signed=True, family="decomposition", explain=explain, passes=passes,
-        summary="each word's vector carried through attention, residual, LayerNorm, feed-forward and head",
     )
 )  # fmt: skip

@@ -13,6 +13,7 @@ from torch import Tensor
 
 from ...model.classifier import TransformerClassifier
 from ...model.encoder import TransformerEncoderLayer
+from ...model.probes import head_moves
 from ..passes import Passes
 from . import Explanation, Method, Options, register
 from ._forward import Rules, feed_forward, norm
@@ -28,9 +29,7 @@ def layer_map(
     B, T, D = x.shape
     sa, rules, name = layer.self_attn, Rules(), "relu" if layer.activation is F.relu else "gelu"
     source = norm(x, layer.norm1, rules) if layer.norm_first else x
-    v = sa.split_heads(source @ sa.w_v.weight.to(x.dtype).T + sa.w_v.bias.to(x.dtype))  # (B, H, T, Dk)
-    w_o = sa.w_o.weight.to(x.dtype).view(D, sa.num_heads, sa.d_k).permute(1, 2, 0)  # (H, Dk, D)
-    moves = torch.einsum("bhtk,hkd->bhtd", v, w_o)  # (B, H, T, D): W_O^h v_j
+    moves = head_moves(source @ sa.w_v.weight.to(x.dtype).T + sa.w_v.bias.to(x.dtype), sa)  # (B, H, T, D): W_O^h v_j
     attended = torch.einsum("bhij,bhjd->bid", weights, moves) + sa.w_o.bias.to(x.dtype)  # (B, T, D)
 
     def block(a: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:  # the layer after its attention
