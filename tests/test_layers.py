@@ -135,11 +135,11 @@ def test_files_are_small_and_the_top_is_a_few_modules():
     long = {
         str(p.relative_to(PACKAGE)): n
         for p in [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.js")]  # the page's ES modules too (ESLint: max-lines)
-        if (n := len(p.read_text().splitlines())) > 250
+        if (n := len(p.read_text().splitlines())) > 300
     }
-    assert not long, f"files over 250 lines: {long}"
-    top = sorted(p.name for p in PACKAGE.glob("*.py"))  # the rooms' shared ground: small, one concept each
-    assert len(top) <= 11, top
+    assert not long, f"files over 300 lines: {long}"
+    top = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")  # the rooms' shared ground
+    assert len(top) <= 8, top
 
 
 def plain_writes(path: Path) -> list[str]:

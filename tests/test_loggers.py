@@ -19,7 +19,7 @@ from tensorboard.summary.writer import record_writer
 
 from transformer_attention.callbacks.sinks import SPLIT_BYTES, image_loggers, log_image, log_text, png_bytes, zlib_fast
 from transformer_attention.compat import masked_crc32c
-from transformer_attention.tensorboard_tags import tensorboard_tag
+from transformer_attention.plotting.tags import tensorboard_tag
 from transformer_attention.training.builders import build_loggers
 from transformer_attention.training.metrics import final_metrics, read_metrics
 
@@ -103,7 +103,7 @@ def test_log_image_and_text_reach_tensorboard_and_mlflow(tmp_path: Path):
 
     acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"images": 0, "tensors": 0})
     acc.Reload()
-    (event,) = acc.Images("~attention/example_0/layer_1")  # TensorBoard: after the curves (tensorboard_tags.py)
+    (event,) = acc.Images("~attention/example_0/layer_1")  # TensorBoard: after the curves (plotting/tags.py)
     assert event.step == 3
     np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(event.encoded_image_string))), image)
     assert "~test/report/text_summary" in acc.Tags()["tensors"]
@@ -165,7 +165,7 @@ def test_tensorboard_images_round_trip_with_their_description(tmp_path: Path):
     acc = EventAccumulator(str(tmp_path), size_guidance={"images": 0})
     acc.Reload()
     for tag, image in images.items():
-        (event,) = acc.Images(f"~{tag}")  # after the curves in TensorBoard (tensorboard_tags.py)
+        (event,) = acc.Images(f"~{tag}")  # after the curves in TensorBoard (plotting/tags.py)
         np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(event.encoded_image_string))), image)
         assert acc.SummaryMetadata(f"~{tag}").summary_description == f"the {tag} picture"
     assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2

@@ -24,7 +24,7 @@ def test_the_sweep_summary_prints_relative_paths(tmp_path, monkeypatch, capsys):
 
 def test_tensorboard_opens_on_the_validation_curves_and_the_maps():
     """TIME SERIES opens its first two groups, sorted by name; IMAGES its first: `val`, then the maps."""
-    from transformer_attention.tensorboard_tags import tensorboard_tag
+    from transformer_attention.plotting.tags import tensorboard_tag
 
     tags = ["train/acc", "train/loss_step", "val/acc", "val/loss", "test/acc", "analysis/heads",
             "attention/example_0/layer_0", "test/confusion_matrix"]  # fmt: skip

@@ -1,14 +1,16 @@
 """What every settings check shares (the config check, the model's, the data's, pretraining's, predict's): whole
 numbers and real numbers that are not booleans (`True` is an int in Python, never a size here), the nearest known
-name for a "did you mean" hint, and `settings_of`, which builds a settings dataclass from a config node's values.
-Standard library only."""
+name for a "did you mean" hint, `settings_of`, which builds a settings dataclass from a config node's values, and
+`lazy_face`, which keeps the packages whose names need torch from importing it before the check. Standard library
+only."""
 
 from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
+from importlib import import_module
 from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -56,3 +58,17 @@ def settings_of(kind: type[T], values: Mapping[str, Any], prefix: str, what: str
             fix = f"did you mean {prefix}{near}?" if near else f"the settings are: {shown}"
             raise ConfigError(f"{prefix}{key} is not a setting of {what}: {fix}")
     return kind(**values)
+
+
+def lazy_face(package: str, names_by_module: Mapping[str, Sequence[str]]) -> tuple[Callable[[str], Any], list[str]]:
+    """A package's `__getattr__` (PEP 562) that imports a name's module (`names_by_module`: module -> names) on the
+    name's first use, and the names it serves (for `__all__`): a package whose names need torch (model, data,
+    analysis, pretraining) then lets a config be checked, and refused, in about a second."""
+    where = {name: module for module, names in names_by_module.items() for name in names}
+
+    def __getattr__(name: str) -> Any:
+        if name not in where:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(import_module(f".{where[name]}", package), name)
+
+    return __getattr__, sorted(where)

@@ -23,8 +23,8 @@ from lightning.pytorch.utilities.types import OptimizerLRSchedulerConfig
 from torchmetrics import MaxMetric, MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
-from .loss import LOSS_FIELDS, LossConfig
 from .model import ClassifierOutput, TransformerClassifier
+from .model.config import LOSS_FIELDS, LossConfig
 from .model.regularizers import adversarial_loss, word_dropout
 
 

@@ -12,7 +12,7 @@ needs, imports no torch. `plan()` is imported from `analysis.plan`, the module o
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_face
+from ..checks import lazy_face
 from .settings import ANALYSES, AnalysisConfig, check_analyses, check_analysis_settings
 
 if TYPE_CHECKING:

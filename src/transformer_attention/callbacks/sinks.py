@@ -1,7 +1,7 @@
 """Images and text to whichever of a run's loggers can take them, each through its public API:
 TensorBoard (an image summary written to the SummaryWriter's `file_writer`; `add_text`), MLflow
 (`MlflowClient.log_image` with a key and a step, `log_text` as an artifact), W&B (`WandbLogger.log_image`
-/ `log_text`). Other loggers (CSV) are skipped. TensorBoard gets them after the curves (`tensorboard_tags.py`:
+/ `log_text`). Other loggers (CSV) are skipped. TensorBoard gets them after the curves (`plotting/tags.py`:
 `attention/...` is `~attention/...` there). `ImageWriter` renders and writes them on the calling thread or on one
 of its own."""
 
@@ -24,7 +24,7 @@ from tensorboard.plugins.image.metadata import create_summary_metadata
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.writer import FileWriter
 
-from ..tensorboard_tags import tensorboard_tag
+from ..plotting.tags import tensorboard_tag
 
 
 def image_loggers(loggers: Sequence[Logger]) -> list[Logger]:

@@ -7,8 +7,8 @@ IDEs under TYPE_CHECKING (`X as X`: an explicit re-export), so they see every na
 
 from typing import TYPE_CHECKING
 
+from ..checks import lazy_face
 from ..errors import DataError
-from ..lazy import lazy_face
 
 if TYPE_CHECKING:
     from .batches import EncodedDataset as EncodedDataset

@@ -6,7 +6,7 @@ The same names are imported for type checkers and IDEs under TYPE_CHECKING.
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_face
+from ..checks import lazy_face
 from .config import ATTENTION_IMPLS, EncoderConfig
 
 if TYPE_CHECKING:  # `X as X`: the names this package exports, for type checkers

@@ -1,4 +1,5 @@
-"""The encoder classifier's settings, defined once: `EncoderConfig`.
+"""The encoder classifier's settings, defined once: `EncoderConfig`, and what its training loss adds to plain
+cross-entropy, `LossConfig` (the regularisers are in regularizers.py).
 
 `TransformerClassifier` takes it whole, `ClassifierModule` passes it through (so every field is a
 checkpoint hyperparameter and a TensorBoard HPARAMS column), and it is the structured schema of
@@ -62,6 +63,19 @@ class EncoderConfig:
     def attention_p(self) -> float:
         """The dropout probability on the attention weights."""
         return self.dropout if self.attention_dropout is None else self.attention_dropout
+
+
+@dataclass
+class LossConfig:
+    """The training loss's settings: `ModelConfig` (the schema of `conf/model/`) is made of it and EncoderConfig,
+    and `ClassifierModule` takes its fields as keyword arguments and keeps them as hyperparameters."""
+
+    label_smoothing: float = 0.0  # cross-entropy's: this share of the target spread evenly over the classes
+    word_dropout: float = 0.0  # in training, each real token leaves the attention mask with this probability
+    adversarial_eps: float = 0.0  # > 0: the loss also on embeddings moved eps along its gradient (Miyato 2017)
+
+
+LOSS_FIELDS = tuple(f.name for f in fields(LossConfig))
 
 
 def encoder_fields() -> tuple[str, ...]:

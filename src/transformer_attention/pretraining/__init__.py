@@ -10,7 +10,7 @@ The names below load with their module on first use (PEP 562), so `pretraining.s
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_face
+from ..checks import lazy_face
 from .settings import METHOD_NAMES, PretrainConfig, PretrainRun, SkipgramConfig
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard.summary import hparams
 
-from ..tensorboard_tags import tensorboard_tag
+from ..plotting.tags import tensorboard_tag
 from .defaults import given_no_overrides
 from .settings import default_config
 
@@ -125,7 +125,7 @@ def log_hyperparameters(
     for info in data.experiment.hparam_infos:
         info.differs = info.name in differ
     for info, name in zip(data.experiment.metric_infos, metrics, strict=True):
-        info.display_name = name  # `test/acc`, written `~test/acc` in TensorBoard (tensorboard_tags.py)
+        info.display_name = name  # `test/acc`, written `~test/acc` in TensorBoard (plotting/tags.py)
     _set_plugin_data(experiment, data)
     if trial_id:
         data = _plugin_data(session_start)

@@ -7,11 +7,11 @@ from typing import Any
 
 from lightning.pytorch import loggers
 
-from ..tensorboard_tags import tensorboard_tag
+from ..plotting.tags import tensorboard_tag
 
 
 class CurvesFirstTensorBoard(loggers.TensorBoardLogger):
-    """Lightning's TensorBoard logger with the curves first (`tensorboard_tags.py`: `test/acc` is `~test/acc`
+    """Lightning's TensorBoard logger with the curves first (`plotting/tags.py`: `test/acc` is `~test/acc`
     in TensorBoard alone) and without the `epoch` series that Lightning adds to every logged step, in
     TensorBoard a chart of its own and a column of every HPARAMS table (metrics.csv keeps it, where it tells
     which epoch a row belongs to)."""

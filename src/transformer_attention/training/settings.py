@@ -14,8 +14,7 @@ from typing import Any, Optional
 
 from ..checks import is_number, is_whole
 from ..errors import ConfigError
-from ..loss import LossConfig
-from ..model.config import EncoderConfig, check_encoder
+from ..model.config import EncoderConfig, LossConfig, check_encoder
 from ..threads import usable_cores
 
 Rule = tuple[Callable[[Any], bool], str, Any]  # (is the value allowed, what it must be, an example)
