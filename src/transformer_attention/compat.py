@@ -1,7 +1,8 @@
 """Workarounds of dependencies' bugs, each with its upstream issue, a version guard and a test that fails once
 upstream fixes it (tests/test_compat.py: a strict xfail that asserts the fixed behaviour). The only module allowed
-to reach past a public API (tests/test_public_api.py scans the rest). Standard library at import time: the entry
-points call `quiet_console` before torch is imported.
+to reach past a public API (tests/test_public_api.py scans the rest). It imports the standard library only; each
+workaround imports the dependency it mends when called (`quiet_console` imports Lightning: the entry points call it
+after the config check, so a bad config still fails before torch is imported).
 
 Each guard turns its workaround off on a release newer than the newest one checked (the versions constraints.txt
 pins): after an upgrade, tests/test_compat.py says whether the bug is still there (raise the bound) or fixed
@@ -18,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 LIGHTNING_CHECKED = "2.6.6"  # the newest Lightning release checked to have each Lightning bug below
-TENSORBOARD_CHECKED = "2.21.0"  # the newest TensorBoard release checked to have its bug below
 
 
 @functools.cache
@@ -94,30 +94,3 @@ def continue_csv_header(logger: Any) -> None:
         keys = logger.experiment.metrics_keys
         keys.extend(k for k in header if k not in keys)
         keys.sort()
-
-
-# ---- TensorBoard's event checksums ----------------------------------------------------------------
-# TensorBoard's writer checksums each record (masked CRC-32C) in pure Python, TensorFlow or not (its record_writer
-# imports the TensorFlow stub's `masked_crc32c`, since the TensorFlow-free writer came in tensorflow/tensorboard
-# #2065): 3 to 6 MB/s, on its writer thread and holding the GIL. The default toy run's 3 MB of images cost half a
-# second to a second of CPU there and held the training thread back. No TensorBoard issue is known; tensorboardX,
-# which has the same writer, takes a C crc32c where one is installed (lanpa/tensorboardX#428). google-crc32c
-# computes the same checksum in C.
-def masked_crc32c(data: bytes) -> int:
-    """TensorBoard's `masked_crc32c` (tensorboard/compat/tensorflow_stub/pywrap_tensorflow.py), in C."""
-    from google_crc32c import value
-
-    crc = value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def fast_event_checksums() -> None:
-    """Every TensorBoard event file written from now on takes its checksums from `masked_crc32c`, where
-    google-crc32c has its C extension (its pure-Python fallback is no faster)."""
-    import google_crc32c
-
-    if not affected("tensorboard", TENSORBOARD_CHECKED) or google_crc32c.implementation != "c":
-        return
-    from tensorboard.summary.writer import record_writer
-
-    record_writer.masked_crc32c = masked_crc32c
