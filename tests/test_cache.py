@@ -24,6 +24,7 @@ from test_pretraining import TRAIN_PY
 
 from transformer_attention.data import cache
 from transformer_attention.data.datamodule import ReviewDataModule
+from transformer_attention.data.tokenizer import train_tokenizer
 from transformer_attention.errors import DiskError
 from transformer_attention.files import hold_lock, release_lock
 from transformer_attention.pretraining.store import keep
@@ -158,8 +159,11 @@ def test_caching_the_encoder_on_a_full_disk_names_its_kept_checkpoint(small_disk
 
 def test_tokenized_ids_on_a_full_disk_are_a_disk_error_leaving_no_temporary_file(small_disk: Path):  # noqa: F811
     folder = small_disk / "cache"
-    with pytest.raises(DiskError, match=rf"no space left to write ids-k.npz in {folder}: 0.\d\d MiB free of 0.4"):
-        cache.save_ids(folder, "k", [np.arange(1000)] * 120)  # 480 KB of int32
+    folder.mkdir()
+    texts = [" ".join(["good"] * 1000)] * 120  # 480 KB of int32 ids
+    tok = train_tokenizer(texts[:1], vocab_size=50, min_frequency=1)
+    with pytest.raises(DiskError, match=rf"no space left to write ids-\w+.npz in {folder}: 0.\d\d MiB free of 0.4"):
+        cache.encoded(folder, tok, texts, max_length=2000, desc="tokenizing")
     assert list(folder.iterdir()) == []
 
 

@@ -1,9 +1,5 @@
-"""Data: the toy set, Hugging Face review datasets, tokenizer, batches (knows nothing of the model).
-
-The names below load with their module on first use (PEP 562): `data.settings`, all that a config
-check needs, imports no torch, lightning or datasets. The same names are imported for type checkers and
-IDEs under TYPE_CHECKING (`X as X`: an explicit re-export), so they see every name and where it lives.
-"""
+"""Data: the toy set, Hugging Face review datasets, tokenizer, batches (knows nothing of the model). The names
+load with their module on first use, so `data.settings`, all that a config check needs, imports no torch."""
 
 from typing import TYPE_CHECKING
 

@@ -1,11 +1,7 @@
-"""A disk cache for trained tokenizers and tokenized splits, so a second run on the same data skips both.
-
-Keys hash what the result depends on: the texts themselves (after PII scrubbing), and the tokenizer
-settings or the tokenizer's own JSON and `max_length`. A change to any of them is a new key, never a stale
-hit. Files are written atomically (`files.atomic_write`), so runs sharing a cache never read half a file; one
-that cannot be read all the same (truncated by a copy, emptied, overwritten) is moved aside (`set_aside`) and
-rebuilt, never a traceback.
-"""
+"""A disk cache of trained tokenizers and tokenized splits, so a second run on the same data skips both. A key hashes
+all the result depends on (the texts themselves, the settings, the tokenizer's JSON): a change is a new key, never
+a stale hit. Files are written atomically; one that does not read back (truncated, emptied, overwritten) is moved
+aside (`set_aside`) and rebuilt, never a traceback."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ import os
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -39,23 +35,9 @@ def fingerprint(*parts: object, texts: Sequence[str] = ()) -> str:
     return h.hexdigest()[:32]
 
 
-def pack(rows: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of ids as one flat int32 array and the (N + 1,) offsets of row starts."""
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum([len(r) for r in rows], out=offsets[1:])
-    flat = np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
-    return flat, offsets
-
-
-def unpack(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
-    """The rows of a packed array, as views."""
-    return [flat[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
-
-
 def set_aside(path: Path, reason: str, seen: os.stat_result | None = None) -> Path:
-    """Move the unreadable cache file `path` to `<name>.corrupt-<time>` (kept for a look, out of the cache's
-    way) and say so in one warning line, so that the caller rebuilds it. `seen`: the file as it was read; one
-    replaced since (another run sharing the cache rebuilt it) is left where it is."""
+    """Move the unreadable cache file `path` to `<name>.corrupt-<time>` (kept for a look) with one warning line, for
+    the caller to rebuild. `seen`: the file as it was read; one replaced since (by another run) is left alone."""
     aside = path.with_name(f"{path.name}.corrupt-{datetime.now().strftime('%Y-%m-%d_%H-%M-%S-%f')}")
     try:
         now = path.stat()
@@ -72,9 +54,16 @@ def set_aside(path: Path, reason: str, seen: os.stat_result | None = None) -> Pa
     return aside
 
 
+def failure(err: BaseException, size: int, path: Path | None = None) -> str:
+    """Why a file of `size` bytes failed to read, in one short line (`path` shortened to its name)."""
+    text = " ".join(str(err).split())
+    text = text.replace(str(path), path.name) if path is not None else text
+    text = text[:240] + "..." if len(text) > 240 else text
+    return f"{size} bytes, {type(err).__name__}: {text}" if text else f"{size} bytes, {type(err).__name__}"
+
+
 def read_cached(path: Path, parse: Callable[[BinaryIO], T]) -> T | None:
-    """`parse(file)` of the cache file `path`; None when there is none, or when it fails to read (any error
-    of `parse`): then it is set aside (`set_aside`), for the caller to rebuild."""
+    """`parse(file)` of the cache file `path`; None when there is none, or when `parse` fails: then it is set aside."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -89,82 +78,57 @@ def read_cached(path: Path, parse: Callable[[BinaryIO], T]) -> T | None:
     return None
 
 
-def failure(err: BaseException, size: int, path: Path | None = None) -> str:
-    """Why a file of `size` bytes failed to read, in one short line (`path`, which the warning names already,
-    shortened to its name)."""
-    text = " ".join(str(err).split())
-    text = text.replace(str(path), path.name) if path is not None else text
-    text = text[:240] + "..." if len(text) > 240 else text
-    return f"{size} bytes, {type(err).__name__}: {text}" if text else f"{size} bytes, {type(err).__name__}"
+def pack(rows: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ids as one flat int32 array and the (N + 1,) offsets of row starts."""
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=offsets[1:])
+    flat = np.concatenate(rows).astype(np.int32) if rows else np.zeros(0, np.int32)
+    return flat, offsets
 
 
-def load_ids(cache_dir: str | Path, key: str, expected_rows: int | None = None) -> list[np.ndarray] | None:
-    """The tokenized rows cached under `key` (None: none, or a damaged file, set aside); `expected_rows`: how
-    many rows the texts make, checked."""
-
-    def parse(f: BinaryIO) -> list[np.ndarray]:
-        with np.load(f, allow_pickle=False) as z:
-            flat, offsets = z["flat"], z["offsets"]
-        integers = all(np.issubdtype(a.dtype, np.integer) for a in (flat, offsets))
-        if flat.ndim != 1 or offsets.ndim != 1 or not len(offsets) or not integers:
-            raise ValueError(f"arrays {flat.dtype}{flat.shape} and {offsets.dtype}{offsets.shape} are not packed rows")
-        if offsets[0] != 0 or offsets[-1] != len(flat) or (np.diff(offsets) < 0).any():
-            raise ValueError(f"offsets {offsets[0]}..{offsets[-1]} do not split {len(flat)} ids into rows")
-        if expected_rows is not None and len(offsets) - 1 != expected_rows:
-            raise ValueError(f"{len(offsets) - 1} rows for {expected_rows} texts")
-        return unpack(flat, offsets)
-
-    return read_cached(Path(cache_dir) / f"ids-{key}.npz", parse)
+def _unpack(f: BinaryIO, rows: int) -> list[np.ndarray]:
+    """The `rows` rows of ids of a packed file, as views; a ValueError when they are not that."""
+    with np.load(f, allow_pickle=False) as z:
+        flat, offsets = z["flat"], z["offsets"]
+    integers = all(np.issubdtype(a.dtype, np.integer) for a in (flat, offsets))
+    if flat.ndim != 1 or offsets.ndim != 1 or not len(offsets) or not integers:
+        raise ValueError(f"arrays {flat.dtype}{flat.shape} and {offsets.dtype}{offsets.shape} are not packed rows")
+    if offsets[0] != 0 or offsets[-1] != len(flat) or (np.diff(offsets) < 0).any():
+        raise ValueError(f"offsets {offsets[0]}..{offsets[-1]} do not split {len(flat)} ids into rows")
+    if len(offsets) - 1 != rows:
+        raise ValueError(f"{len(offsets) - 1} rows for {rows} texts")
+    return [flat[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
 
 
-def save_ids(cache_dir: str | Path, key: str, rows: Sequence[np.ndarray]) -> Path:
-    path = Path(cache_dir) / f"ids-{key}.npz"
-    flat, offsets = pack(rows)
-    return atomic_write(path, lambda f: np.savez(f, flat=flat, offsets=offsets))
+def _tokenizer(f: BinaryIO) -> Tokenizer:
+    tok = Tokenizer.from_str(f.read().decode("utf-8"))
+    ids = [tok.token_to_id(t) for t in SPECIAL_TOKENS]
+    if ids != list(range(len(SPECIAL_TOKENS))):
+        raise ValueError(f"special tokens {SPECIAL_TOKENS} have ids {ids}, not 0..{len(SPECIAL_TOKENS) - 1}")
+    return tok
 
 
-def load_tokenizer_cached(cache_dir: str | Path, key: str) -> Tokenizer | None:
-    """The tokenizer cached under `key` (None: none, or a damaged file, set aside)."""
-
-    def parse(f: BinaryIO) -> Tokenizer:
-        tok = Tokenizer.from_str(f.read().decode("utf-8"))
-        ids = [tok.token_to_id(t) for t in SPECIAL_TOKENS]
-        if ids != list(range(len(SPECIAL_TOKENS))):
-            raise ValueError(f"special tokens {SPECIAL_TOKENS} have ids {ids}, not 0..{len(SPECIAL_TOKENS) - 1}")
-        return tok
-
-    return read_cached(Path(cache_dir) / f"tokenizer-{key}.json", parse)
-
-
-def save_tokenizer_cached(cache_dir: str | Path, key: str, tok: Tokenizer) -> Path:
-    path = Path(cache_dir) / f"tokenizer-{key}.json"
-    return atomic_write(path, tok.to_str())
-
-
-def trained_tokenizer(
-    cache_dir: str | Path | None, texts: Sequence[str], vocab_size: int, min_frequency: int, scrub_pii: bool
-) -> Tokenizer:
-    """The tokenizer `train_tokenizer` makes of `texts` with these settings: from the cache when it was
-    trained before (`cache_dir` None: always trained), else trained and stored."""
-    key = fingerprint("tokenizer", vocab_size, min_frequency, scrub_pii, texts=texts)
-    tok = load_tokenizer_cached(cache_dir, key) if cache_dir else None
+def trained_tokenizer(cache_dir: str | Path | None, texts: Sequence[str], **settings: Any) -> Tokenizer:
+    """`train_tokenizer(texts, **settings)`, from the cache when trained before (`cache_dir` None: always trained)."""
+    path = Path(cache_dir or ".") / f"tokenizer-{fingerprint('tokenizer', *settings.values(), texts=texts)}.json"
+    tok = read_cached(path, _tokenizer) if cache_dir else None
     if tok is None:
-        tok = train_tokenizer(texts, vocab_size, min_frequency, scrub_pii=scrub_pii)
+        tok = train_tokenizer(texts, **settings)
         if cache_dir:
-            save_tokenizer_cached(cache_dir, key, tok)
+            atomic_write(path, tok.to_str())
     return tok
 
 
 def encoded(
-    cache_dir: str | Path | None, tok: Tokenizer, texts: Sequence[str], max_length: int, *also: object, desc: str
+    cache_dir: str | Path | None, tok: Tokenizer, texts: Sequence[str], max_length: int, desc: str
 ) -> tuple[list[np.ndarray], bool]:
-    """`encode(tok, texts, max_length)`, from the cache when done before; and whether it came from there. `also`:
-    more settings the cached split depends on (the rationale column), part of its key."""
-    key = fingerprint("ids", tok.to_str(), max_length, *also, texts=texts)
-    ids = load_ids(cache_dir, key, expected_rows=len(texts)) if cache_dir else None
+    """`encode(tok, texts, max_length)`, from the cache when done before; and whether it came from there."""
+    path = Path(cache_dir or ".") / f"ids-{fingerprint('ids', tok.to_str(), max_length, texts=texts)}.npz"
+    ids = read_cached(path, lambda f: _unpack(f, len(texts))) if cache_dir else None
     if ids is not None:
         return ids, True
     ids = encode(tok, texts, max_length, desc=desc)
     if cache_dir:
-        save_ids(cache_dir, key, ids)
+        flat, offsets = pack(ids)
+        atomic_write(path, lambda f: np.savez(f, flat=flat, offsets=offsets))
     return ids, False

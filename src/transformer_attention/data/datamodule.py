@@ -1,11 +1,5 @@
-"""ReviewDataModule: the toy set or a Hugging Face review dataset, tokenized, padded per batch
-(the batch format: batches.py).
-
-Set-up order: load and check the raw splits (sources.py, labels.py), drop empty texts, carve a
-validation and a test split where there is none (splits.py: train keeps no text they hold), scrub PII,
-train (or reuse) the tokenizer on train only, tokenize.
-The tokenizer and the tokenized splits are cached under `cache_dir`, keyed by the texts and settings.
-"""
+"""ReviewDataModule: load and check the raw splits, drop empty texts, carve the missing validation and test splits,
+scrub PII, train (or reuse) the tokenizer on train only, tokenize (both cached under `cache_dir`), batch."""
 
 from __future__ import annotations
 
@@ -39,14 +33,9 @@ log = logging.getLogger(__name__)
 
 
 class ReviewDataModule(L.LightningDataModule):
-    """Loads `name` ("toy", a Hugging Face hub name) or local data (`path`, `data_files`), trains a tokenizer
-    on the train split only (unless `tokenizer` is given, e.g. from a checkpoint), and serves batches.
-
-    Empty or whitespace-only texts are dropped, counted and logged (a warning), not an error; a split that
-    is left with nothing is a DataError. Label ids and names: see labels.py (`label_names_from` names where
-    given `label_names` come from, for its messages). Validation and test batches come in one fixed order
-    drawn with `split_seed`, the same every run and epoch, so a limited evaluation still sees every class.
-    """
+    """Loads `name` ("toy", a Hugging Face hub name) or local data (`path`, `data_files`), trains a tokenizer on the
+    train split only (unless `tokenizer` is given, e.g. from a checkpoint), and serves batches. `label_names_from`
+    says where given `label_names` come from, for messages."""
 
     def __init__(
         self,
@@ -79,25 +68,14 @@ class ReviewDataModule(L.LightningDataModule):
         rationale_column: str | None = None,
     ) -> None:
         super().__init__()
-        settings = dict(
-            max_length=max_length,
-            batch_size=batch_size,
-            eval_batch_size=eval_batch_size,
-            vocab_size=vocab_size,
-            val_fraction=val_fraction,
-            test_fraction=test_fraction,
-            num_workers=num_workers,
-            toy_size=toy_size,
-            encoding=encoding,
-        )
-        check_data_settings(settings, prefix="data.")  # the config pre-check's rules, same messages
+        check_data_settings(locals(), prefix="data.")  # the config pre-check's rules on the arguments of their names
         self.rationale_column = check_rationale_column(rationale_column, scrub_pii)
         self.name, self.path, self.data_files = name, path, data_files
         self.text_column, self.label_column, self.split_names = text_column, label_column, split_names
         self.max_length, self.batch_size = max_length, batch_size
         self.eval_batch_size = eval_batch_size or batch_size
         self.bucket_by_length = bucket_by_length
-        self.vocab_size_target, self.min_frequency = vocab_size, min_frequency
+        self.tokenizer_settings = {"vocab_size": vocab_size, "min_frequency": min_frequency, "scrub_pii": scrub_pii}
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
         self.split_seed, self.seed = split_seed, seed
         self.num_workers, self.toy_size = num_workers, toy_size
@@ -115,10 +93,15 @@ class ReviewDataModule(L.LightningDataModule):
         """Checked raw splits as {"train"|"validation"|"test": {"text": [...], "label": [ids]}}."""
         if self.path or self.data_files or self.name != "toy":
             raw, class_names = load_columns(
-                self.name, path=self.path, data_files=self.data_files, text_column=self.text_column,
-                label_column=self.label_column, split_names=self.split_names, encoding=self.encoding,
+                self.name,
+                path=self.path,
+                data_files=self.data_files,
+                text_column=self.text_column,
+                label_column=self.label_column,
+                split_names=self.split_names,
+                encoding=self.encoding,
                 rationale_column=self.rationale_column,
-            )  # fmt: skip
+            )
         else:  # the built-in toy set
             raw, class_names = make_toy_splits(self.toy_size, seed=self.seed, val_fraction=0.1), TOY_LABEL_NAMES
         for split in list(raw):
@@ -142,11 +125,12 @@ class ReviewDataModule(L.LightningDataModule):
         return raw
 
     def train_tokenizer(self) -> Tokenizer:
-        """The tokenizer of the train texts (loaded first), trained or taken from the cache: what `setup` uses
-        when none was given, and what skip-gram pretraining tokenizes its corpus with."""
-        texts = self.load()["train"]["text"]
-        settings = (self.vocab_size_target, self.min_frequency, self.scrub_pii)
-        return cache.trained_tokenizer(self.cache_dir, texts, *settings)
+        """The tokenizer of the train texts, trained or from the cache: `setup`'s when none was given, skip-gram's."""
+        return self.tokenizer_of(self.load()["train"]["text"])
+
+    def tokenizer_of(self, texts: list[str]) -> Tokenizer:
+        """The tokenizer this data's settings train on `texts`, from the cache when trained before."""
+        return cache.trained_tokenizer(self.cache_dir, texts, **self.tokenizer_settings)
 
     def _encode(self, split: str) -> EncodedDataset:
         """Tokenize one split (or read it from the cache) into an EncodedDataset."""
@@ -154,23 +138,21 @@ class ReviewDataModule(L.LightningDataModule):
             hint = "run with test=false, or add a test file / data.split_names.test" if split == "test" else ""
             raise DataError(f"the data has no {split!r} split (splits: {list(self.raw)}); {hint}")
         texts, labels = self.raw[split]["text"], self.raw[split]["label"]
-        key = (self.max_length, self.rationale_column) if self.rationale_column else (self.max_length,)
-        ids, from_cache = cache.encoded(self.cache_dir, ready(self.tokenizer), texts, *key, desc=f"tokenizing {split}")
+        tok, desc = ready(self.tokenizer), f"tokenizing {split}"
+        ids, from_cache = cache.encoded(self.cache_dir, tok, texts, max_length=self.max_length, desc=desc)
         if from_cache:
             log.info("data %s: %s split tokenized before, read from the cache %s", self.name, split, self.cache_dir)
         return EncodedDataset(ids, labels, texts)
 
     def load(self) -> dict[str, Columns]:
-        """The checked raw splits, `{split: {"text": [...], "label": [ids]}}` (validation carved if need be);
-        read once. What pretraining (unlabelled.py) takes its texts from."""
+        """The checked raw splits, `{split: {"text": [...], "label": [ids]}}`, read once (pretraining's texts too)."""
         if not self.raw:
             self.raw = self._load_raw()
             self._check_required()
         return self.raw
 
     def require_split(self, split: str, fix: str) -> None:
-        """Make `split` one the data must have: checked as soon as the data is loaded (before the tokenizer
-        is trained), a DataError with `fix` (what the caller's user can change) when it is missing."""
+        """A DataError with `fix` when the data, once loaded (before the tokenizer is trained), has no `split`."""
         self.required[split] = fix
         if self.raw:
             self._check_required()

@@ -1,9 +1,6 @@
-"""Labels to class ids: int labels are ids already, string labels map to their index in `label_names`.
-
-The names (sorted string labels, a ClassLabel feature's names, or "0", "1", ...) travel with the run and
-the checkpoint, so a prediction can say "positive", not 1. Anything that cannot be an id is a DataError
-naming the split, the row and the value.
-"""
+"""Labels to class ids: int labels are ids already, string labels map to their index in the label names (sorted
+string labels, a ClassLabel feature's names, or "0", "1", ...), which travel with the run and the checkpoint. A
+label that cannot be an id is a DataError naming the split, the row and the value."""
 
 from __future__ import annotations
 
@@ -16,39 +13,15 @@ from ..errors import DataError
 
 log = logging.getLogger(__name__)
 
-# `{split: labels}` as read from the data: ints, strings, or anything a file holds, until checked here
-RawLabels = dict[str, list[Any]]
-
 
 def _kind(value: object) -> str:
+    if value is None:
+        return "missing"
     if isinstance(value, str):
         return "str"
     if isinstance(value, Integral) or (isinstance(value, Real) and float(value).is_integer()):
         return "int"
     return type(value).__name__
-
-
-def _int_like(value: str) -> bool:
-    """A word a CSV reader made of an integer label (`"1"`, `"-1"`)."""
-    return value.strip().lstrip("+-").isdigit()
-
-
-def _check_one_type(first: dict[str, tuple[str, int, object]], labels: RawLabels) -> None:
-    """One type per label column, whatever the file format: ints or strings, never both, and never
-    integer words mixed with other words (what a CSV reader makes of a column holding `0`, `1`, `positive`)."""
-    bad = sorted(set(first) - {"str", "int"})
-    if bad:
-        split, row, value = first[bad[0]]
-        raise DataError(f"label {value!r} ({bad[0]}) in split {split!r}, row {row}: labels must be ints or strings")
-    if len(first) > 1:
-        (s1, r1, v1), (s2, r2, v2) = first["int"], first["str"]
-        raise DataError(
-            f"labels mix types: int {v1!r} (split {s1!r}, row {r1}) and str {v2!r} (split {s2!r}, row {r2}); "
-            f"make the label column all ints or all strings"
-        )
-    if "str" not in first:
-        return
-    check_integers_or_words(value for values in labels.values() for value in values)
 
 
 def check_integers_or_words(values: Iterable[str], where: str = "") -> None:
@@ -57,7 +30,7 @@ def check_integers_or_words(values: Iterable[str], where: str = "") -> None:
     numbers: list[str] = []
     words: list[str] = []
     for value in values:
-        kind = numbers if _int_like(value) else words
+        kind = numbers if value.strip().lstrip("+-").isdigit() else words
         if value not in kind and len(kind) < 3:
             kind.append(value)
     if numbers and words:
@@ -68,7 +41,7 @@ def check_integers_or_words(values: Iterable[str], where: str = "") -> None:
 
 
 def labels_to_ids(
-    labels: RawLabels,
+    labels: dict[str, list[Any]],
     label_names: list[str] | None = None,
     num_classes: int | None = None,
     class_names: list[str] | None = None,
@@ -80,9 +53,18 @@ def labels_to_ids(
     first: dict[str, tuple[str, int, object]] = {}  # kind -> (split, row, value) of its first occurrence
     for split, values in labels.items():
         for row, value in enumerate(values):
-            kind = _kind(value) if value is not None else "missing"
-            first.setdefault(kind, (split, row, value))
-    _check_one_type(first, labels)
+            first.setdefault(_kind(value), (split, row, value))
+    if bad := sorted(set(first) - {"str", "int"}):
+        split, row, value = first[bad[0]]
+        raise DataError(f"label {value!r} ({bad[0]}) in split {split!r}, row {row}: labels must be ints or strings")
+    if len(first) > 1:
+        (s1, r1, v1), (s2, r2, v2) = first["int"], first["str"]
+        raise DataError(
+            f"labels mix types: int {v1!r} (split {s1!r}, row {r1}) and str {v2!r} (split {s2!r}, row {r2}); "
+            f"make the label column all ints or all strings"
+        )
+    if "str" in first:  # not integer words mixed with other words (a CSV column holding `0`, `1`, `positive`)
+        check_integers_or_words(value for values in labels.values() for value in values)
     from_checkpoint = bool(label_names) and not names_from.startswith("data.")
     if not from_checkpoint:  # a model's classes are fixed: its test data may hold any of them
         _check_two_classes(labels.get("train", []))
@@ -101,11 +83,21 @@ def labels_to_ids(
         if not names:
             n = num_classes or 1 + max((max(v) for v in ids.values() if v), default=0)
             names = [str(i) for i in range(n)]
-    if num_classes is not None and num_classes != len(names):
-        raise DataError(f"data.num_classes={num_classes} but the labels are {len(names)} classes: {names}")
-    _check_range(ids, len(names), names_from if from_checkpoint else None)
-    missing = sorted(set(range(len(names))) - set(ids["train"]))
-    if missing:
+    n = len(names)
+    if num_classes is not None and num_classes != n:
+        raise DataError(f"data.num_classes={num_classes} but the labels are {n} classes: {names}")
+    for split, values in ids.items():
+        for row, value in enumerate(values):
+            if not 0 <= value < n:
+                why = (
+                    f"is not a class of {names_from}, which has {n} classes (ids 0 to {n - 1}): use data labelled "
+                    "with that model's classes"
+                    if from_checkpoint
+                    else f"is outside [0, {n}) ({n} classes); unlabelled splits (label -1) cannot be used: leave "
+                    "them out with data.split_names, or set data.num_classes / data.label_names to cover every label"
+                )
+                raise DataError(f"label {value} in split {split!r}, row {row} {why}")
+    if missing := sorted(set(range(n)) - set(ids["train"])):
         log.warning("classes %s (%s) have no training example", missing, [names[i] for i in missing])
     return ids, names
 
@@ -119,22 +111,6 @@ def _check_two_classes(train: list[Any]) -> None:
             f"the train split holds {what}: a classifier needs two classes or more; "
             f"check data.label_column and the files (or data.split_names)"
         )
-
-
-def _check_range(ids: dict[str, list[int]], n: int, names_from: str | None = None) -> None:
-    for split, values in ids.items():
-        for row, value in enumerate(values):
-            if names_from and not 0 <= value < n:
-                raise DataError(
-                    f"label {value} in split {split!r}, row {row} is not a class of {names_from}, which has "
-                    f"{n} classes (ids 0 to {n - 1}): use data labelled with that model's classes"
-                )
-            if not 0 <= value < n:
-                raise DataError(
-                    f"label {value} in split {split!r}, row {row} is outside [0, {n}) ({n} classes); "
-                    f"unlabelled splits (label -1) cannot be used: leave them out with data.split_names, "
-                    f"or set data.num_classes / data.label_names to cover every label"
-                )
 
 
 def names_or_ids(names: Iterable[object] | None, num_classes: int) -> list[str]:

@@ -1,10 +1,6 @@
-"""PII scrubbing: e-mail addresses, URLs, phone numbers and long digit runs become placeholder tokens.
-
-The same patterns run twice, on purpose: here in Python before tokenization (so the stored texts are
-scrubbed and every replacement is counted), and inside the tokenizer's normalizer (so a tokenizer saved
-with a run, or in a checkpoint, scrubs new texts at predict time too). Every pattern is written in the
-regex subset that Python's `re` and the tokenizer's Oniguruma engine read the same way.
-"""
+"""PII scrubbing: e-mail addresses, URLs, phone numbers and long digit runs become placeholder tokens. The patterns
+run here, before tokenization (every replacement counted), and in the tokenizer's normalizer (a saved tokenizer
+scrubs texts at predict time too), so each is in the regex subset that `re` and Oniguruma read alike."""
 
 from __future__ import annotations
 

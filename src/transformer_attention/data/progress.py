@@ -1,7 +1,5 @@
-"""Progress of long work (tokenizing, testing, the analyses) that a person can follow wherever the output goes:
-a tqdm bar redrawn in place where stderr is a terminal; elsewhere (a log file, CI, a sweep's job, where a bar's
-carriage returns pile up or vanish) log lines, one at the start, one at least every `EVERY_S` seconds and one at
-the end."""
+"""Progress of long work: a tqdm bar where stderr is a terminal; elsewhere (a log file, CI, a sweep's job, where a
+bar's carriage returns pile up) log lines at the start, at least every `EVERY_S` seconds, and at the end."""
 
 from __future__ import annotations
 
@@ -18,8 +16,8 @@ EVERY_S = 30.0  # the longest a step goes without a line where stderr is not a t
 
 
 class LogProgress:
-    """`desc: 25,000 texts` at the start, `desc: 12,000 of 25,000 texts, 31 s` when `every_s` has passed since the
-    last line, `desc: 25,000 texts in 64 s` at the end: the log lines that stand for a bar."""
+    """The log lines that stand for a bar: `desc: 25,000 texts`, `desc: 12,000 of 25,000 texts, 31 s`, `desc: 25,000
+    texts in 64 s`."""
 
     def __init__(self, total: int, desc: str, unit: str, every_s: float = EVERY_S, logger: logging.Logger = log):
         self.total, self.desc, self.unit, self.every_s, self.log = total, desc, unit, every_s, logger
@@ -70,8 +68,7 @@ class Silent:
 def progress(
     total: int, desc: str, unit: str, *, show: bool = True, every_s: float | None = None
 ) -> tqdm[Any] | LogProgress | Silent:
-    """The progress of `total` units of work: a tqdm bar where stderr is a terminal, else `LogProgress` lines
-    (at least every `every_s` seconds, by default `EVERY_S`); nothing when not `show` (a job too short to follow)."""
+    """A tqdm bar where stderr is a terminal, else `LogProgress`; nothing when not `show` (a short job)."""
     if not show:
         return Silent()
     if sys.stderr.isatty():

@@ -1,7 +1,5 @@
-"""The value rules of the data settings, written once: `ReviewDataModule` checks its arguments with
-them and the config pre-check checks `data.*` with them (prefix "data."), before anything heavy is
-imported. Standard library only.
-"""
+"""The data settings' value rules, written once: for `ReviewDataModule`'s arguments and the config pre-check's
+`data.*`, before anything heavy is imported. Standard library only."""
 
 from __future__ import annotations
 
@@ -48,8 +46,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 
 def check_data_settings(values: Mapping[str, Any], prefix: str = "") -> None:
-    """Raise DataError on the first value of `values` (plain, resolved) that breaks its rule in RULES;
-    keys that are absent are not checked. The message names `prefix + key`, the value and the fix."""
+    """A DataError naming `prefix + key`, the value and the fix for the first of `values` that breaks its rule."""
     for key, (allowed, rule) in RULES.items():
         if key in values and not allowed(values[key]):
             name = prefix + key

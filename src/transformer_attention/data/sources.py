@@ -1,9 +1,6 @@
-"""Where review data comes from: a Hugging Face hub name, local files named by split, or a save_to_disk folder.
-
-Everything goes through the `datasets` library and comes back as plain columns per split
-(`{"train": {"text": [...], "label": [...]}, ...}`), checked: a missing column, a missing train split or
-an unreadable file is a `DataError` that names the bad value and the fix, raised before any training.
-"""
+"""Where review data comes from (a Hugging Face hub name, local files named by split, a save_to_disk folder), read
+through `datasets` into plain columns per split; a missing column or train split, or an unreadable file, is a
+DataError that names the value and the fix, before any training."""
 
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError  # the project's one DataError, still importable from here
+from ..errors import DataError
 from .files import check_file
 from .labels import check_integers_or_words
 from .rationales import checked_rationales
@@ -28,10 +25,10 @@ Columns = dict[str, list[Any]]
 
 # file names and hub split names that mean one of our three splits
 SPLIT_ALIASES = {
-    "train": "train", "training": "train",
-    "validation": "validation", "valid": "validation", "val": "validation", "dev": "validation",
-    "test": "test", "testing": "test",
-}  # fmt: skip
+    **dict.fromkeys(("train", "training"), "train"),
+    **dict.fromkeys(("validation", "valid", "val", "dev"), "validation"),
+    **dict.fromkeys(("test", "testing"), "test"),
+}
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}
 LOCAL_HINT = (
     "point the config at local files instead: data.path=../shared/data/imdb (a folder of train/validation/test "
@@ -49,9 +46,8 @@ def load_columns(
     encoding: str = "utf-8",
     rationale_column: str | None = None,
 ) -> tuple[dict[str, Columns], list[str] | None]:
-    """Raw splits as `{split: {"text": [...], "label": [...]}}`, plus the label feature's class names if any.
-    `encoding` is that of local .csv/.tsv/.json/.jsonl files. With `rationale_column`, each split also holds
-    "rationale": one flag per whitespace word of each text (data/rationales.py), checked here."""
+    """Raw splits as `{split: {"text": [...], "label": [...]}}` (and "rationale": one flag per whitespace word, with
+    `rationale_column`), plus the label feature's class names if any."""
     source, dsets = load_source(name, path, data_files, encoding, label_column)
     dsets = our_splits(source, dsets, split_names)
     raw: dict[str, Columns] = {}
@@ -106,8 +102,7 @@ def load_source(
 
 
 def quiet_datasets() -> None:
-    """No `datasets` progress bars ("Generating train split") where stderr is not a terminal: in a log file, CI or a
-    sweep's job they are lines of bar characters. A terminal keeps them: a big file takes a while."""
+    """No `datasets` progress bars where stderr is not a terminal (in a log file they are lines of bar characters)."""
     import datasets
 
     if not sys.stderr.isatty():

@@ -18,57 +18,17 @@ if TYPE_CHECKING:
     from .datamodule import ReviewDataModule
     from .sources import Columns
 
-POSITIVE = [
-    "great",
-    "wonderful",
-    "fantastic",
-    "brilliant",
-    "excellent",
-    "amazing",
-    "superb",
-    "delightful",
-    "charming",
-    "moving",
-    "good",
-    "beautiful",
-    "funny",
-    "clever",
-    "gripping",
-]
-NEGATIVE = [
-    "boring",
-    "dull",
-    "bad",
-    "terrible",
-    "awful",
-    "poor",
-    "weak",
-    "dreadful",
-    "bland",
-    "tedious",
-    "slow",
-    "silly",
-    "messy",
-    "forgettable",
-    "clumsy",
-]
+POSITIVE = (
+    "great wonderful fantastic brilliant excellent amazing superb delightful charming moving good beautiful funny "
+    "clever gripping"
+).split()
+NEGATIVE = (
+    "boring dull bad terrible awful poor weak dreadful bland tedious slow silly messy forgettable clumsy"
+).split()
 SUBJECTS = [
-    "this movie",
-    "the film",
-    "the story",
-    "the acting",
-    "the plot",
-    "the ending",
-    "the soundtrack",
-    "this show",
-    "the cast",
-    "the script",
-    "the director",
-    "the music",
-    "the dialogue",
-    "the performance",
-    "the camera work",
-]
+    "this movie", "the film", "the story", "the acting", "the plot", "the ending", "the soundtrack", "this show",
+    "the cast", "the script", "the director", "the music", "the dialogue", "the performance", "the camera work",
+]  # fmt: skip
 INTENSIFIERS = ["very", "really", "truly", "so", "extremely", "quite", "incredibly"]
 LOVE = ["love", "loved", "enjoyed", "liked", "adored"]
 HATE = ["hate", "hated", "disliked", "loathed", "regretted"]
@@ -157,21 +117,7 @@ def make_toy_splits(
 
 
 # the words that carry a toy review's label: sentiment words and verbs, and the negations that flip them
-CUES = {
-    *POSITIVE,
-    *NEGATIVE,
-    *LOVE,
-    *HATE,
-    "love",
-    "enjoy",
-    "like",
-    "hate",
-    "dislike",
-    "regret",
-    "not",
-    "never",
-    "hardly",
-}
+CUES = {*POSITIVE, *NEGATIVE, *LOVE, *HATE, *"love enjoy like hate dislike regret not never hardly".split()}
 
 
 def deciding_words(text: str) -> list[bool]:

@@ -1,9 +1,5 @@
-"""Unlabelled text for masked-language-model pretraining: the train split's texts plus any extra texts the
-user names, never a text of a split that is evaluated (validation, test), cut into windows of `max_length`.
-
-`PretrainingData` serves `{"input_ids", "attention_mask", "labels"}` batches like `ReviewDataModule` (labels
-are 0: pretraining reads none), with a held-out share of the texts as its "validation" split.
-"""
+"""Unlabelled text for pretraining: the train split's texts plus the extra texts the user names, never a text of an
+evaluated split, served in windows of `max_length` as `ReviewDataModule`'s batches (labels 0: none is read)."""
 
 from __future__ import annotations
 
@@ -45,13 +41,8 @@ def drop_evaluated(texts: Sequence[str], evaluated: Iterable[str], what: str) ->
     """`texts` without any text that equals (normalized) one of `evaluated`; logs how many went."""
     banned = {normalized(t) for t in evaluated}
     kept = [t for t in texts if normalized(t) not in banned]
-    if len(kept) < len(texts):
-        log.warning(
-            "pretraining: dropped %d of %d %s that are texts of an evaluated split",
-            len(texts) - len(kept),
-            len(texts),
-            what,
-        )
+    if dropped := len(texts) - len(kept):
+        log.warning("pretraining: dropped %d of %d %s that are texts of an evaluated split", dropped, len(texts), what)
     return kept
 
 
@@ -124,11 +115,9 @@ def windows(rows: Sequence[np.ndarray], max_length: int) -> list[np.ndarray]:
 
 
 class PretrainingData(L.LightningDataModule):
-    """The pretraining corpus of a recipe: `data`'s train texts (after its validation is carved) plus the train
-    texts of each `extra_texts` source, minus every text of `data`'s validation and test splits; the tokenizer
-    is trained on that corpus (`[MASK]` among its special tokens). `holdout` of the texts (at most
-    `max_holdout`), drawn with `split_seed`, are held out to measure the MLM on. The values are the recipe's
-    (pretraining's PretrainConfig checks them)."""
+    """`data`'s train texts plus each `extra_texts` source's, minus every text of `data`'s validation and test
+    splits; the tokenizer is trained on them. `holdout` of the texts (at most `max_holdout`), drawn with `data`'s
+    `split_seed`, are held out to measure the pretraining on."""
 
     def __init__(
         self,
@@ -186,21 +175,18 @@ class PretrainingData(L.LightningDataModule):
             return
         texts = self.corpus()
         corpus = texts["train"] + texts["validation"]
-        d = self.data
         if self.tokenizer is None:
-            self.tokenizer = cache.trained_tokenizer(
-                d.cache_dir, corpus, d.vocab_size_target, d.min_frequency, d.scrub_pii
-            )
+            self.tokenizer = self.data.tokenizer_of(corpus)
         for split in ("train", "validation"):
             rows = windows(self._encode(texts[split], split), self.max_length)
             self.splits[split] = EncodedDataset(rows, [0] * len(rows))
-        cut_at(self.tokenizer, d.max_length)  # the classifier reads at most data.max_length tokens
+        cut_at(self.tokenizer, self.data.max_length)  # the classifier reads at most data.max_length tokens
         sizes = {s: (len(texts[s]), len(self.splits[s])) for s in ("train", "validation")}
         log.info("pretraining corpus (texts, windows of %d): %s, vocab %d", self.max_length, sizes, self.vocab_size)
 
     def _encode(self, texts: list[str], split: str) -> list[np.ndarray]:
         desc = f"tokenizing pretraining {split}"  # no truncation: `windows` cuts long texts
-        return cache.encoded(self.data.cache_dir, ready(self.tokenizer), texts, WHOLE_TEXT, desc=desc)[0]
+        return cache.encoded(self.data.cache_dir, ready(self.tokenizer), texts, max_length=WHOLE_TEXT, desc=desc)[0]
 
     def train_dataloader(self) -> DataLoader[dict[str, Any]]:
         data = self.splits["train"]

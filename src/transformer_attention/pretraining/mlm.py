@@ -102,7 +102,7 @@ def depends_on(settings: PretrainConfig, data: PretrainingData) -> tuple[tuple, 
     recipe = {k: v for k, v in settings.recipe().items() if k not in ("skipgram", "encoder")}
     learnt = {k: v for k, v in settings.trainer.items() if k not in NOT_LEARNT}
     d = data.data
-    tokenizer = (d.vocab_size_target, d.min_frequency, d.scrub_pii, d.max_length)
+    tokenizer = (*d.tokenizer_settings.values(), d.max_length)
     texts = data.corpus()
     parts = (sorted(recipe.items(), key=str), sorted(learnt.items(), key=str), sorted(settings.encoder.items()))
     return (*parts, tokenizer), texts["train"] + ["\0"] + texts["validation"]

@@ -37,7 +37,8 @@ def make_vectors(settings: PretrainConfig, data: PretrainingData, run: PretrainR
             "in-domain unlabelled text (more reviews, e.g. pretrain.extra_texts=[../shared/data/imdb]) is what "
             "makes them worth it"
         )
-    rows, _ = cache.encoded(data.data.cache_dir, tokenizer, texts, WHOLE_TEXT, desc="tokenizing the skip-gram corpus")
+    desc = "tokenizing the skip-gram corpus"
+    rows, _ = cache.encoded(data.data.cache_dir, tokenizer, texts, max_length=WHOLE_TEXT, desc=desc)
     chosen = vector_settings(settings)
     vectors, known = train_vectors(rows, tokenizer.get_vocab_size(), **chosen)
     cut_at(tokenizer, data.data.max_length)  # as the classifier's run cuts it
