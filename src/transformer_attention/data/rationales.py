@@ -1,11 +1,7 @@
-"""A dataset's rationales (`data.rationale_column`): the words known to decide each text, read as one flag per
-whitespace word, which the analysis scores plausibility against (analysis/plausibility.py).
-
-A row's value is either a list of the deciding words or phrases (matched to runs of the text's whitespace words
-lowercased, with the punctuation around them stripped) or a 0/1 list with one flag per whitespace word. In a CSV
-file, where a cell is a string, write the list as JSON (`["dull", "not"]`, `[0, 1, 1]`); a plain string is split
-on spaces as a list of words.
-"""
+"""A dataset's rationales (`data.rationale_column`), the words known to decide each text, as one flag per
+whitespace word: the analysis scores plausibility against them. A row holds a list of the deciding words or phrases
+(matched lowercased, punctuation stripped) or one 0/1 flag per whitespace word; in a CSV cell, the list as JSON (a
+plain string is split on spaces)."""
 
 from __future__ import annotations
 
@@ -27,8 +23,8 @@ def _word(w: str) -> str:
 
 
 def rationale_flags(value: Any, text: str, where: str) -> list[bool]:
-    """One bool per whitespace word of `text` from a rationale `value`; DataError naming `where` (the source,
-    split and row) and the fix when it is neither form or does not fit the text."""
+    """One bool per whitespace word of `text`; a DataError naming `where` (source, split, row) and the fix when
+    `value` is neither form or does not fit the text."""
     if isinstance(value, str):
         value = json.loads(value) if value.strip().startswith("[") and _is_json(value) else value.split()
     if hasattr(value, "tolist"):  # a NumPy array from parquet
@@ -83,7 +79,6 @@ def check_rationale_column(column: str | None, scrub_pii: bool) -> str | None:
 
 
 def rationales_by_text(raw: Mapping[str, Mapping[str, Sequence[Any]]]) -> Callable[[str], list[bool] | None]:
-    """text -> its rationale (one flag per whitespace word; None for a text without one) over the splits of
-    `raw` that hold a "rationale" column."""
+    """text -> its rationale (None for a text without one), over the splits of `raw` with a "rationale" column."""
     known = {t: r for cols in raw.values() for t, r in zip(cols["text"], cols.get("rationale", ()), strict=False)}
     return known.get

@@ -1,14 +1,5 @@
-"""Length-bucketed batches: rows of similar length together, so little of a batch is padding.
-
-Each epoch: take the indices in the order the inner `sampler` gives (random for training), cut them into
-pools of `pool_batches` batches, sort each pool by length, cut the pool into batches, shuffle the order
-of all batches. Every index the sampler yields lands in exactly one batch, and a new epoch gives a new
-order (the inner sampler reshuffles, and the batch order is drawn from `seed` + the epoch number).
-
-Distributed runs: Lightning (`trainer.use_distributed_sampler=true`, the default) rebuilds this batch
-sampler around a `DistributedSampler`, passed as `sampler`, so each rank buckets its own shard and
-Lightning's `set_epoch` reaches that sampler. Nothing to configure.
-"""
+"""Length-bucketed batches: rows of similar length together, so little of a batch is padding. In a distributed run
+Lightning rebuilds this batch sampler around a `DistributedSampler`: each rank buckets its own shard."""
 
 from __future__ import annotations
 
@@ -32,7 +23,8 @@ def _lengths_of(sampler: Sampler[int]) -> Sequence[int] | np.ndarray:
 
 
 class BucketBatchSampler(BatchSampler):
-    """Batches of indices drawn from `sampler`, grouped by `lengths[i]` within pools of `pool_batches`."""
+    """Each epoch: the indices `sampler` gives, cut into pools of `pool_batches` batches, each pool sorted by
+    `lengths[i]` and cut into batches, all batches in an order drawn from `seed` + the epoch."""
 
     def __init__(
         self,

@@ -1,9 +1,5 @@
-"""Splits made fit to train on: no empty texts (`drop_empty`), and, for data without a validation or test split
-(IMDB has no validation; one file of your own has neither), one carved from train (`carve_split`) that shares
-no text with it: the train rows equal to one of its texts, contained in one, or containing one of at least
-MIN_CONTAINED_TOKENS tokens are removed (`rows_sharing_text`; the phrase-level case: SST-2's train rows are
-phrases of the same sentences).
-"""
+"""Splits fit to train on: no empty texts, and a validation or test split carved from train where the data has none,
+sharing no text with it (SST-2's train rows are phrases of its sentences)."""
 
 from __future__ import annotations
 
@@ -39,20 +35,13 @@ _PREFIX = 64
 
 
 def _normalized(text: str) -> str:
-    """The form texts are compared in for overlap: lowercase tokens joined by single spaces, padded with a
-    space at each end (" " for a text without tokens)."""
+    """The form texts are compared in: lowercase tokens joined and padded by single spaces."""
     return " " + " ".join(_TOKEN.findall(text.lower())) + " "
 
 
-def _n_tokens(normalized: str) -> int:
-    """How many tokens a `_normalized` text holds (tokens have no spaces in them)."""
-    return normalized.count(" ") - 1
-
-
 class _PhraseFinder:
-    """Which of many `_normalized` patterns occur in a `_normalized` text, on token boundaries (the patterns
-    carry their padding spaces), in time linear in the text (Aho-Corasick, pyahocorasick), not one `in` per
-    pattern: carving validation compares thousands of texts with tens of thousands."""
+    """Which of many `_normalized` patterns occur in a `_normalized` text, in time linear in the text
+    (Aho-Corasick), not one `in` per pattern: carving compares thousands of texts with tens of thousands."""
 
     def __init__(self, patterns: Iterable[str]) -> None:
         self.by_prefix: dict[str, list[str]] = {}
@@ -78,25 +67,21 @@ class _PhraseFinder:
 def rows_sharing_text(
     train_texts: list[str], val_texts: list[str], min_contained_tokens: int = MIN_CONTAINED_TOKENS
 ) -> list[int]:
-    """Indices of the train texts that share text with validation, compared as `_normalized` token strings:
-    equal to a validation text, contained in one (any length: a phrase of a validation sentence leaks it into
-    training), or containing one of at least `min_contained_tokens` tokens (a review quoting a validation
-    review; shorter validation texts are fragments too common to ban, see MIN_CONTAINED_TOKENS)."""
+    """Indices of the train texts equal to a validation text, contained in one, or containing one of at least
+    `min_contained_tokens` tokens (a review quoting a validation review)."""
     train_norm = [_normalized(t) for t in train_texts]
     val_norm = {_normalized(t) for t in val_texts}
     in_train = _PhraseFinder(train_norm)
     contained = {t for v in val_norm for t in in_train.iter(v)}  # train texts inside (or equal to) a validation one
-    in_val = _PhraseFinder(v for v in val_norm if _n_tokens(v) >= min_contained_tokens)
+    in_val = _PhraseFinder(v for v in val_norm if v.count(" ") - 1 >= min_contained_tokens)  # tokens in v
     return [i for i, t in enumerate(train_norm) if t in contained or next(in_val.iter(t), None) is not None]
 
 
 def carve_split(
     train: Columns, fraction: float, seed: int, split: str = "validation", setting: str = "data.val_fraction"
 ) -> Columns:
-    """Move a `fraction` of `train` (columns of equal length), drawn with `seed`, into a `split` of its own (in
-    place), then drop the train rows that contain, or are contained in, one of its texts (`rows_sharing_text`:
-    phrase-level sets such as SST-2 hold phrases of the same sentences), so that split measures text the model
-    has not trained on. Returns the new split's columns; `setting` names the fraction in messages."""
+    """Move a `fraction` of `train`, drawn with `seed`, into a `split` of its own (returned), then drop the train rows
+    that share text with it (`rows_sharing_text`); `setting` names the fraction in messages."""
     g = torch.Generator().manual_seed(seed)
     perm = torch.randperm(len(train["text"]), generator=g).tolist()
     n_out = max(1, int(len(perm) * fraction))
@@ -127,8 +112,8 @@ def carve_split(
 
 
 def carve_missing(raw: dict[str, Columns], val_fraction: float, test_fraction: float | None, seed: int) -> None:
-    """Carve the splits `raw` lacks from its train split, in place: a validation split (`val_fraction`, drawn
-    with `seed`) and a test split (`test_fraction`, drawn with `seed + 1`; None: none)."""
+    """Carve the validation (drawn with `seed`) and test split (`seed + 1`; none when `test_fraction` is None) that
+    `raw` lacks from its train split, in place."""
     if "validation" not in raw:
         raw["validation"] = carve_split(raw["train"], val_fraction, seed)
     if "test" not in raw and test_fraction:
@@ -139,8 +124,8 @@ def carve_missing(raw: dict[str, Columns], val_fraction: float, test_fraction: f
 
 
 def drop_empty(cols: Columns, split: str, text_column: str) -> Columns:
-    """`cols` without its empty or whitespace-only texts, counted and logged (a warning), not an error; a split
-    left with nothing, or a text column of something other than strings, is a DataError."""
+    """`cols` without its blank texts (a warning); a split left with nothing, or texts that are not strings, is a
+    DataError."""
     texts = cols["text"]
     bad = next((t for t in texts if t is not None and not isinstance(t, str)), None)
     if bad is not None:

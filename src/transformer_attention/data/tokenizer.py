@@ -1,11 +1,6 @@
-"""Train, save and load a WordPiece tokenizer (Hugging Face `tokenizers`) on the train split.
-
-Special tokens: [PAD] = 0, [UNK] = 1, [CLS] = 2, [MASK] = 3 (what masked-language-model pretraining
-puts in place of a hidden word); every encoding starts with [CLS], so the classifier can pool it.
-Text is lowercased, accents are stripped and IMDB's `<br />` is a space.
-With `scrub_pii`, the normalizer also replaces PII by placeholder tokens (special, never split), so the
-saved tokenizer scrubs whatever text it is given later, at predict time included.
-"""
+"""A lowercasing WordPiece tokenizer (`tokenizers`) trained on the train split: special tokens [PAD] = 0, [UNK] = 1,
+[CLS] = 2 (every encoding starts with it, for the pooling), [MASK] = 3 (for pretraining); with `scrub_pii` its
+normalizer replaces PII by placeholder tokens, so a saved tokenizer scrubs texts at predict time too."""
 
 from __future__ import annotations
 
@@ -31,12 +26,9 @@ ENCODE_CHUNK = 2_000
 
 
 def train_tokenizer(
-    texts: Sequence[str],
-    vocab_size: int = 8000,
-    min_frequency: int = 2,
-    scrub_pii: bool = False,
+    texts: Sequence[str], vocab_size: int = 8000, min_frequency: int = 2, scrub_pii: bool = False
 ) -> Tokenizer:
-    """A lowercasing WordPiece tokenizer trained on `texts` (the train split only)."""
+    """A tokenizer trained on `texts` (the train split only)."""
     tok = Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=100))
     pii = [normalizers.Replace(Regex(pattern), token) for token, pattern in PII_PATTERNS.values()] if scrub_pii else []
     # PII placeholders are put in before lowercasing, so "[EMAIL]" normalizes to the added token's own form
@@ -91,8 +83,7 @@ def save_tokenizer(tok: Tokenizer, path: str | Path) -> Path:
 
 
 def cut_at(tok: Tokenizer, max_length: int) -> Tokenizer:
-    """Make `tok` truncate to `max_length` ids and pad nothing. Truncation is part of the tokenizer, so the one
-    a run saves (and its checkpoint) cuts texts as training did."""
+    """Make `tok` truncate to `max_length` ids and pad nothing: the tokenizer a run saves cuts texts as it did."""
     tok.no_padding()
     tok.enable_truncation(max_length)
     return tok
@@ -136,11 +127,7 @@ def _patterns(node: Any) -> Iterator[str]:
 
 
 def encode(tok: Tokenizer, texts: Sequence[str], max_length: int, desc: str = "tokenizing") -> list[np.ndarray]:
-    """Batch-encode `texts` to int32 id arrays of at most `max_length` ids, [CLS] first, no padding.
-
-    Chunked, so a progress bar (log lines where stderr is not a terminal) can follow long inputs; each chunk is
-    encoded in parallel by the Rust side.
-    """
+    """`texts` as int32 id arrays of at most `max_length` ids, [CLS] first; in chunks, for the progress bar."""
     cut_at(tok, max_length)
     ids: list[np.ndarray] = []
     with progress(len(texts), desc, "text", show=len(texts) >= PROGRESS_MIN_TEXTS) as bar:

@@ -1,10 +1,6 @@
-"""The built-in toy review set: short reviews generated from word lists and templates.
-
-The label depends on word order and context, not on single words: negation flips a
-sentiment word ("not good", "never boring"), and after a contrast ("... but ...",
-"although ..., ...") the second clause decides. So a bag of words cannot solve it, and
-attention has something to find. Generation is deterministic for a given seed.
-"""
+"""The built-in toy review set, generated from word lists and templates (the same for a seed). The label depends on
+word order: negation flips a sentiment word ("not good"), and after a contrast ("... but ...", "although ..., ...")
+the second clause decides. So a bag of words cannot solve it, and attention has something to find."""
 
 from __future__ import annotations
 
@@ -121,9 +117,8 @@ CUES = {*POSITIVE, *NEGATIVE, *LOVE, *HATE, *"love enjoy like hate dislike regre
 
 
 def deciding_words(text: str) -> list[bool]:
-    """Which of a toy review's words (split on spaces) decide its label, as the templates build it: the
-    sentiment words and negations of the deciding clause (after "but"; after the comma of "although ..., ...";
-    else the whole review). Intensifiers, subjects and the losing clause do not."""
+    """Which of a toy review's words decide its label: the sentiment words and negations of the deciding clause
+    (after "but"; after the comma of "although ..., ..."; else the whole review)."""
     words = text.split()
     start = 0
     if "but" in words:
@@ -134,8 +129,7 @@ def deciding_words(text: str) -> list[bool]:
 
 
 def deciding_words_for(data: object) -> Callable[[str], list[bool] | None] | None:
-    """`deciding_words` for a datamodule that reads the built-in toy set (name "toy", no files); the data's own
-    rationales when it has a rationale column (rationales.py); else None."""
+    """The data's own rationales when it has a rationale column; `deciding_words` for the toy set; else None."""
     if getattr(data, "rationale_column", None):  # only a ReviewDataModule has rationales
         return rationales_by_text(cast("ReviewDataModule", data).load())
     files = getattr(data, "path", None) or getattr(data, "data_files", None)

@@ -1,12 +1,6 @@
-"""Pretraining, in one room: `pretrain(settings, data, run)` (methods.py), which `python pretrain.py` and `python
-train.py model.init_from=pretrain` both call, with its methods as a table: a masked language model of the whole
-encoder (mlm.py, `MaskedLMModule`) or skip-gram word vectors for the embedding (skipgram.py, gensim); the store of
-their results between runs (store.py: key, lock, heal); and what both give a classifier to start from, a `Start`
-(start.py: `PretrainedEncoder` in weights.py, `WordVectors` in vectors.py). Its settings (settings.py:
-`PretrainConfig`, `SkipgramConfig`) import no torch: the CLI checks a config with them.
-
-The names below load with their module on first use (PEP 562), so `pretraining.settings` alone imports no torch.
-"""
+"""Pretraining: `pretrain(settings, data, run)` with its methods as a table (a masked language model of the encoder,
+skip-gram word vectors for the embedding), the store of their results, and the `Start` they give a classifier.
+The names load with their module on first use, so `pretraining.settings` alone imports no torch."""
 
 from typing import TYPE_CHECKING
 

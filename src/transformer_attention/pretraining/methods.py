@@ -1,7 +1,5 @@
-"""`pretrain(settings, data, run)`: the one pretraining that `python pretrain.py` and `python train.py
-model.init_from=pretrain` both run, and `METHODS`, the table of what each `pretrain.method` does: how it makes its
-result (a file in the pretraining's own folder), what that result depends on (the cache key), and its file kind.
-What comes back is a `Start` (start.py), whichever the method."""
+"""`pretrain(settings, data, run)`, which `pretrain.py` and `train.py model.init_from=pretrain` both run, and
+`METHODS`: how each `pretrain.method` makes its result, what the result depends on (the cache key), its file kind."""
 
 from __future__ import annotations
 
@@ -21,9 +19,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Method:
-    """One way to pretrain: `make` trains and returns the file it wrote in the run's folder; `depends_on` says what
-    that file is a function of (parts, and the texts apart); `suffix` is its kind; `what` names it in messages;
-    `try_targets` tries the `_target_`s it would instantiate, before any data is read."""
+    """`make` trains and returns the file it wrote in the run's folder, a function of what `depends_on` returns (parts,
+    and the texts apart); `what` names it in messages; `try_targets` tries its `_target_`s before any data is read."""
 
     make: Callable[[PretrainConfig, PretrainingData, PretrainRun], Path]
     depends_on: Callable[[PretrainConfig, PretrainingData], tuple[tuple, list[str]]]
@@ -41,7 +38,7 @@ METHODS: dict[str, Method] = {
 
 
 def pretrain(settings: PretrainConfig, data: ReviewDataModule, run: PretrainRun) -> Start:
-    """Pretrain on `data`'s train texts (plus `pretrain.extra_texts`) as `settings` say: the result cached for the same
+    """Pretrain on `data`'s train texts (and `pretrain.extra_texts`) as `settings` say: the result cached for the same
     texts and settings when `run.reuse` and there is one, else made now in `run.output_dir` and cached."""
     method = METHODS[settings.method]
     if method.try_targets is not None:
@@ -59,12 +56,10 @@ def pretrain(settings: PretrainConfig, data: ReviewDataModule, run: PretrainRun)
     cached = store.cached_path(run.cache_dir, settings.method, parts, texts, method.suffix)
     with store.locked(cached):
         if run.reuse and (start := store.fetch(cached)) is not None:
-            log.info("model.init_from=pretrain: the %s pretrained before on the same texts and settings, %s",
-                     method.what, cached)  # fmt: skip
+            log.info("model.init_from=pretrain: the %s pretrained before on the same texts and settings", method.what)
             return start
         if run.reuse:
-            log.info("model.init_from=pretrain: no %s cached for these texts and settings; pretraining in %s",
-                     method.what, run.output_dir)  # fmt: skip
+            log.info("model.init_from=pretrain: no %s cached for these texts and settings; pretraining", method.what)
         made = method.make(settings, corpus, run)
         store.keep(made, cached)
     return read_start(made)

@@ -1,14 +1,5 @@
-"""Masked-language-model pretraining of the classifier's own encoder: `pretrain.method=mlm`.
-
-`MaskedLMModule` trains a `TransformerClassifier`'s embedding, positions and encoder (its classification head is
-left untouched) to predict hidden words, BERT's recipe: 15% of the real tokens of each row are picked; of those 80%
-become `[MASK]`, 10% a random word, 10% stay; only the picked ones are scored, padding and `[CLS]` never. The word
-predictor is tied to the input embedding (one matrix reads and writes words). `make_encoder` fits it as the
-pretraining's trainer, callbacks and loggers say and returns the checkpoint of the lowest held-out loss, which
-`PretrainedEncoder` (weights.py) reads.
-
-Shapes: B batch, T tokens, D d_model, V vocabulary, N picked tokens in the batch.
-"""
+"""Masked-language-model pretraining of the classifier's own encoder, `pretrain.method=mlm`: BERT's recipe, the word
+predictor tied to the input embedding. Shapes: B batch, T tokens, D d_model, V vocabulary, N picked tokens."""
 
 from __future__ import annotations
 
@@ -52,8 +43,8 @@ NOT_LEARNT = (
 
 
 def make_encoder(settings: PretrainConfig, data: PretrainingData, run: PretrainRun) -> Path:
-    """Pretrain the encoder as `settings` say, in `run.output_dir` (resuming `run.ckpt_path`); returns the checkpoint
-    with the lowest held-out MLM loss (the callbacks' `model_checkpoint`)."""
+    """Pretrain the encoder in `run.output_dir` (resuming `run.ckpt_path`); returns the checkpoint of the lowest
+    held-out loss."""
     callbacks = instantiate_group(settings.callbacks)
     trainers = TrainerBuilder(settings.trainer, callbacks, build_loggers(settings.logger))  # fails before any data
     if run.ckpt_path:
@@ -89,16 +80,14 @@ def make_encoder(settings: PretrainConfig, data: PretrainingData, run: PretrainR
 
 
 def try_targets(settings: PretrainConfig) -> None:
-    """The pretraining's optimiser, schedule, trainer, callbacks and loggers, tried before any data is read
-    (training/targets.py), whether it runs now or its result is cached."""
+    """The pretraining's `_target_`s, tried before any data is read, whether it runs now or its result is cached."""
     try_optimization(settings.optimizer, settings.scheduler, prefix="pretrain.")
     try_run_groups(settings.trainer, settings.callbacks, settings.logger, prefix="pretrain.")
 
 
 def depends_on(settings: PretrainConfig, data: PretrainingData) -> tuple[tuple, list[str]]:
-    """What the encoder is a function of, for the cache key: the recipe (the skip-gram's settings left out), the
-    trainer settings that change what is learnt, the encoder's sizes, the tokenizer settings; and the corpus (returned
-    apart: texts are hashed one by one)."""
+    """What the encoder is a function of, for the cache key: the recipe, the trainer settings that change what is
+    learnt, the encoder's sizes, the tokenizer settings; and the corpus (apart: texts are hashed one by one)."""
     recipe = {k: v for k, v in settings.recipe().items() if k not in ("skipgram", "encoder")}
     learnt = {k: v for k, v in settings.trainer.items() if k not in NOT_LEARNT}
     d = data.data
@@ -109,8 +98,8 @@ def depends_on(settings: PretrainConfig, data: PretrainingData) -> tuple[tuple, 
 
 
 def check_resumable(ckpt_path: str, settings: PretrainConfig) -> None:
-    """pretrain.py's `ckpt_path`: a pretrain.py checkpoint of the encoder's sizes with an epoch left to train
-    (`pretrain.trainer.max_epochs`), or a CheckpointError / ConfigError that says which and the fix."""
+    """A CheckpointError or ConfigError, with the fix, unless `ckpt_path` is a pretrain.py checkpoint of the
+    encoder's sizes with an epoch left to train."""
     checkpoint = read_checkpoint(ckpt_path)
     hp = checkpoint["hyper_parameters"]
     if "mask_prob" not in hp:
@@ -134,9 +123,9 @@ def mask_tokens(
     mask_prob: float = 0.15,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT masking of the real words of `ids` (B, T): (inputs (B, T), targets (B, T) = the original id at
-    picked positions, IGNORE elsewhere). Padding (mask False) and special tokens are never picked; every
-    batch has at least one picked token. Random numbers come from `generator` (on the CPU) when given."""
+    """BERT masking of the real words of `ids` (B, T): 15% picked, of those 80% become [MASK], 10% a random word, 10%
+    stay. (inputs (B, T), targets (B, T): the original id where picked, IGNORE elsewhere); padding and special
+    tokens are never picked, every batch has at least one picked token."""
 
     def rand(*shape: int) -> torch.Tensor:
         return torch.rand(*shape, generator=generator).to(ids.device)
@@ -155,9 +144,8 @@ def mask_tokens(
 
 
 class MaskedLMModule(EncoderModule):
-    """Masked-language-model training of a TransformerClassifier's encoder. `settings` are EncoderConfig's
-    fields, as for ClassifierModule; the checkpoint carries them and the tokenizer, so `model.init_from`
-    can rebuild and check the encoder from the file alone."""
+    """Masked-language-model training of a TransformerClassifier's encoder (`settings`: EncoderConfig's fields); the
+    checkpoint carries them and the tokenizer, so `model.init_from` can rebuild the encoder from the file alone."""
 
     predicts_labels = False  # AttentionMapLogger: no class to show in captions
 

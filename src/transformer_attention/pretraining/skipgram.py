@@ -1,9 +1,5 @@
-"""Skip-gram word vectors (gensim's Word2Vec, `sg=1`) for the classifier's embedding: `pretrain.method=skipgram`.
-
-The corpus is pretraining's (`PretrainingData.corpus`: the train split after the carve plus `pretrain.extra_texts`,
-never a text of an evaluated split), tokenized with the run's own tokenizer (trained on the train split, as a run
-without vectors trains it), so every id of the classifier's vocabulary is a word of the skip-gram model.
-"""
+"""Skip-gram word vectors (gensim's Word2Vec) for the classifier's embedding, `pretrain.method=skipgram`: trained on
+pretraining's corpus, tokenized with the run's own tokenizer, so every id of the classifier's vocabulary is a word."""
 
 from __future__ import annotations
 
@@ -21,15 +17,14 @@ from ..data import cache
 from ..data.tokenizer import FIRST_WORD_ID, cut_at
 from ..data.unlabelled import WHOLE_TEXT, PretrainingData
 from ..threads import usable_cores
-from .settings import PretrainConfig, PretrainRun
+from .settings import PretrainConfig, PretrainRun, SkipgramConfig
 from .vectors import FILE, WordVectors
 
 log = logging.getLogger(__name__)
 
 
 def make_vectors(settings: PretrainConfig, data: PretrainingData, run: PretrainRun) -> Path:
-    """Train the vectors `settings` describe on `data`'s corpus (`skipgram_corpus`); returns the vectors.npz written in
-    `run.output_dir`."""
+    """Train the vectors `settings` describe on `data`'s corpus; returns the vectors.npz written in `run.output_dir`."""
     tokenizer, texts = skipgram_corpus(data)
     if not data.extra_texts:
         log.warning(
@@ -59,8 +54,7 @@ def vector_settings(settings: PretrainConfig) -> dict[str, Any]:
 
 
 def skipgram_corpus(data: PretrainingData) -> tuple[Tokenizer, list[str]]:
-    """(the run's tokenizer, the corpus's texts): the tokenizer a run on `data` trains (on its train split), and
-    every pretraining text (PretrainingData's train and held-out ones: none is evaluated)."""
+    """(the tokenizer a run on `data` trains, on its train split; every pretraining text, held-out ones too)."""
     texts = data.corpus()
     return data.data.train_tokenizer(), texts["train"] + texts["validation"]
 
@@ -83,42 +77,30 @@ class _Progress:
 
 
 def train_vectors(
-    rows: list[np.ndarray],
-    vocab_size: int,
-    dim: int,
-    window: int = 5,
-    negative: int = 5,
-    sample: float = 1e-4,
-    epochs: int = 10,
-    min_count: int = 1,
-    workers: int | None = 1,
-    seed: int = 0,
+    rows: list[np.ndarray], vocab_size: int, dim: int, seed: int = 0, **settings: Any
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Skip-gram vectors (gensim Word2Vec, sg=1) of the ids in `rows` (special ids left out):
-    ((vocab_size, dim) float32, (vocab_size,) bool known). With one worker they are a function of the rows, the
-    settings and `seed` alone, bit for bit, in any process and under any load (gensim 4 seeds its starting
-    vectors from `seed`, not from Python's per-process string hash); more workers (None: the usable cores) train
-    faster but differently every time: their threads race."""
+    """Skip-gram vectors of the ids in `rows` (special ids left out): ((vocab_size, dim) float32, (vocab_size,) bool
+    known). `settings`: SkipgramConfig's, its defaults where not given. With one worker they are a function of the
+    rows, the settings and `seed` alone, bit for bit, in any process and under any load; more (None: the usable
+    cores) train faster but differently every time: their threads race."""
     from gensim.models import Word2Vec  # imported here: only a skip-gram run needs gensim
 
+    settings = {**asdict(SkipgramConfig()), **settings}
+    del settings["dim"]
+    settings["workers"] = settings["workers"] or usable_cores()
     logging.getLogger("gensim").setLevel(logging.WARNING)
     words = [str(i) for i in range(vocab_size)]  # gensim's words are strings: one shared object per id
     sentences = [[words[i] for i in row.tolist() if i >= FIRST_WORD_ID] for row in rows]
     sentences = [s for s in sentences if s]
     tokens = sum(len(s) for s in sentences)
-    workers = workers or usable_cores()
-    log.info("skip-gram: %d texts, %.2f M tokens, dim %d, %d epochs, %d worker(s)", len(sentences), tokens / 1e6,
-             dim, epochs, workers)  # fmt: skip
-    progress = _Progress(epochs)
-    with stop_on_signals(lambda: f"the skip-gram vectors in epoch {progress.epoch + 1}/{epochs}"):
-        model = Word2Vec(
-            sentences, vector_size=dim, sg=1, window=window, negative=negative, sample=sample, epochs=epochs,
-            min_count=min_count, workers=workers, seed=seed, callbacks=[progress],
-        )  # fmt: skip
+    log.info("skip-gram: %d texts, %.2f M tokens, dim %d, %s", len(sentences), tokens / 1e6, dim, settings)
+    progress = _Progress(settings["epochs"])
+    with stop_on_signals(lambda: f"the skip-gram vectors in epoch {progress.epoch + 1}/{progress.epochs}"):
+        model = Word2Vec(sentences, vector_size=dim, sg=1, seed=seed, callbacks=[progress], **settings)
     vectors = np.zeros((vocab_size, dim), dtype=np.float32)
     known = np.zeros(vocab_size, dtype=bool)
     for word, index in model.wv.key_to_index.items():
         vectors[int(word)] = model.wv.vectors[index]
         known[int(word)] = True
-    log.info("skip-gram: %d of %d ids got a vector (min_count %d)", int(known.sum()), vocab_size, min_count)
+    log.info("skip-gram: %d of %d ids got a vector", int(known.sum()), vocab_size)
     return vectors, known

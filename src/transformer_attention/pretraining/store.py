@@ -1,7 +1,5 @@
-"""Where pretraining results are kept between runs: `<paths.cache_dir>/pretrained/<method>-<key><suffix>`, keyed by
-what a result is a function of (each method says so: `depends_on`), one lock per key (the jobs of a parallel sweep
-make it once; the others wait and log for whom), written atomically, read back as a `Start`; one that no longer
-reads is set aside (`data.cache.set_aside`) and made again."""
+"""Pretraining results kept between runs in `<paths.cache_dir>/pretrained/<method>-<key><suffix>`, one lock per key
+(a parallel sweep's jobs make it once), written atomically; one that no longer reads is set aside and made again."""
 
 from __future__ import annotations
 
@@ -48,8 +46,8 @@ def fetch(cached: Path) -> Start | None:
 
 
 def keep(made: Path, cached: Path) -> None:
-    """Copy the result `made` to `cached`, atomically (a sweep's next job may be reading the cache). A full disk is a
-    DiskError that says where the pretraining's own file is kept and how to start from it."""
+    """Copy `made` to `cached`, atomically; a full disk is a DiskError naming the run's own file, and how to start
+    from it."""
     try:
         with open(made, "rb") as src:
             atomic_write(cached, lambda f: shutil.copyfileobj(src, f))

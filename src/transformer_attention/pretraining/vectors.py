@@ -1,8 +1,5 @@
-"""`WordVectors`: skip-gram word vectors (skipgram.py) as a classifier's start, one row per id of their tokenizer's
-vocabulary (`known` where the id got one), kept with that tokenizer in a `.npz` file of plain arrays (read with
-`allow_pickle=False`: no pickled code runs). Copied into a classifier they are centred and scaled to the embedding's
-own init (element std `d_model ** -0.5`); `[PAD]` stays zero, ids without a vector keep their random init.
-"""
+"""`WordVectors`: skip-gram vectors as a classifier's start, one row per id of their tokenizer's vocabulary, kept with
+that tokenizer in a `.npz` of plain arrays (read with `allow_pickle=False`: no pickled code runs)."""
 
 from __future__ import annotations
 
@@ -28,8 +25,8 @@ FILE = "vectors.npz"  # in the run folder of `pretrain.py pretrain.method=skipgr
 
 @dataclass(frozen=True)
 class WordVectors:
-    """One vector per id of `tokenizer`'s vocabulary: `vectors` (V, dim) float32, `known` (V,) bool (the rows
-    that got one; the others are zero). `settings`: how they were trained; `source` names the file in messages."""
+    """`vectors` (V, dim) float32, `known` (V,) bool (the ids that got one); `settings`: how they were trained;
+    `source` names the file in messages."""
 
     vectors: np.ndarray = field(repr=False)
     known: np.ndarray = field(repr=False)
@@ -73,8 +70,7 @@ class WordVectors:
         return cls(vectors.astype(np.float32), known.astype(bool), tokenizer, settings, source=str(p))
 
     def check_fits(self, model: Mapping[str, Any]) -> None:
-        """A ConfigError when the classifier's settings (`model.*`) have another embedding size; the fix it names
-        is a valid config (a `d_model` that `num_heads` divides)."""
+        """A ConfigError when `model.*` has another embedding size, naming a valid fix."""
         have = model.get("d_model")
         if have == self.dim:
             return
@@ -87,15 +83,14 @@ class WordVectors:
         )
 
     def rows(self) -> torch.Tensor:
-        """The known rows as the embedding gets them (K, dim): centred on their mean, then scaled to the
-        embedding's init scale (element std dim ** -0.5; the model multiplies by sqrt(dim))."""
+        """The known rows (K, dim), centred and scaled to the embedding's init (element std dim ** -0.5)."""
         known = torch.from_numpy(self.vectors[self.known]).double()  # (K, dim)
         centred = known - known.mean(dim=0)
         return (centred * (self.dim**-0.5 / centred.std().clamp_min(1e-12))).float()
 
     def copy_into(self, net: TransformerClassifier) -> list[str]:
-        """Write `rows()` into `net`'s token embedding at the known ids ([PAD] kept zero, the rest as
-        initialised); returns the names written. The vocabulary must be the vectors' own (their tokenizer)."""
+        """Write `rows()` into `net`'s embedding at the known ids ([PAD] kept zero, the rest as initialised); returns
+        the names written."""
         weight = net.embedding.weight
         if tuple(weight.shape) != tuple(self.vectors.shape):
             raise ConfigError(
@@ -106,6 +101,6 @@ class WordVectors:
         with torch.no_grad():
             weight[known] = self.rows().to(weight.dtype)
             weight[net.pad_id].zero_()
-        log.info("model.init_from=%s: %d of %d word vectors copied into the embedding", self.source,
-                 int(known.sum()), len(known))  # fmt: skip
+        n = int(known.sum())
+        log.info("model.init_from=%s: %d of %d word vectors copied into the embedding", self.source, n, len(known))
         return ["embedding.weight"]

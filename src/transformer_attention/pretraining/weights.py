@@ -1,5 +1,4 @@
-"""`PretrainedEncoder`: a masked language model's encoder as a classifier's start, read from a pretrain.py checkpoint
-(its settings, tokenizer and the weights of its `TransformerClassifier`, by name), copied bit for bit into a
+"""`PretrainedEncoder`: a pretrain.py checkpoint's encoder as a classifier's start, copied bit for bit into a
 classifier of the same sizes; its head starts fresh."""
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ PREFIX = "net."  # the MaskedLMModule's TransformerClassifier, in its state dict
 
 @dataclass(frozen=True)
 class PretrainedEncoder:
-    """A MaskedLMModule checkpoint's encoder: its settings (the EncoderConfig it was built with), tokenizer and
-    weights. `source` names the file in messages."""
+    """A MaskedLMModule checkpoint's encoder settings, tokenizer and weights; `source` names the file in messages."""
 
     config: EncoderConfig
     tokenizer: str
@@ -56,8 +54,7 @@ class PretrainedEncoder:
         return cls(config=config, tokenizer=checkpoint["tokenizer"], weights=weights, source=source)
 
     def check_fits(self, model: Mapping[str, Any]) -> None:
-        """A ConfigError naming the first size of the classifier's settings (`model.*`) that differs from the
-        encoder's."""
+        """A ConfigError naming the first size of `model.*` that differs from the encoder's."""
         mine = asdict(self.config)
         for key in ARCHITECTURE:
             want, have = mine[key], model.get(key)
@@ -73,9 +70,7 @@ class PretrainedEncoder:
             )
 
     def copy_into(self, net: TransformerClassifier) -> list[str]:
-        """Copy the pretrained parameters of the embedding, positions and encoder into `net` (its head stays as
-        initialised; sinusoidal position tables are computed, not learned); returns the names copied. Sizes must
-        match (`check_fits`); the copy is exact."""
+        """Copy the pretrained parameters into `net`, its head left as initialised; returns the names copied."""
         own = net.state_dict()
         learned = {name for name, _ in net.named_parameters()}
         copied = []
