@@ -5,7 +5,6 @@ loggers, the trainer, the data and the model. Each special case of building sits
 - checkpoints are written atomically (`AtomicCheckpointIO`), unless the config names its own plugins;
 - `precision=auto` picks the faster of fp32 and bf16 once a model and a batch exist (precision.py);
 - an epoch of fewer batches than `log_every_n_steps` logs once an epoch, not never;
-- TensorBoard's event files get their checksums from C (compat.fast_event_checksums);
 - DDP ranks > 0 read rank 0's tokenizer rather than training their own;
 - a model that starts from random embeddings never holds them fixed (`random_embedding_trains`).
 
@@ -27,7 +26,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
 
-from ..compat import continue_csv_header, fast_event_checksums
+from ..compat import continue_csv_header
 from .checkpoint import AtomicCheckpointIO
 from .precision import auto_precision
 
@@ -63,7 +62,6 @@ def build_loggers(group: Mapping[str, Any] | None, purge_step: int | None = None
     """The logger group's loggers. A run resumed at `purge_step` hides, in TensorBoard, the steps its first
     run logged after that checkpoint (SummaryWriter's `purge_step`): after a `kill -9` they are trained and
     logged again, and TensorBoard would otherwise show both."""
-    fast_event_checksums()  # TensorBoard's records checksummed in C, not in Python on its writer thread (compat.py)
     purge = {"purge_step": purge_step} if purge_step is not None else {}
     return instantiate_group(group, kinds={TensorBoardLogger: purge})
 
