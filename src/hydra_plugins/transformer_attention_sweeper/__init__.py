@@ -1,10 +1,6 @@
-"""This project's Optuna sweeper, a Hydra `Sweeper` plugin (Hydra finds plugins only under `hydra_plugins`).
-
-Select it with `hparams_search=optuna` (conf/hparams_search/optuna.yaml); its settings are
-`OptunaSweeperConf`, stored as `hydra/sweeper: transformer_attention_optuna`. The work is done by
-`transformer_attention.sweeps.sweeper.StudySweeper`, imported when a sweep starts: Hydra imports every plugin
-module at start-up, so this one stays light and optuna stays an optional dependency.
-"""
+"""This project's Optuna sweeper as a Hydra plugin (found only under `hydra_plugins`), `hparams_search=optuna`. Hydra
+imports every plugin at start-up, so this one imports `transformer_attention.sweeps` (optuna) only when a sweep
+starts."""
 
 from dataclasses import dataclass, field
 from typing import Any

@@ -1,13 +1,6 @@
-"""The job side of an Optuna sweep: after every validation epoch, report the monitored metric to the
-job's trial and stop the job when the study's pruner says so.
-
-The trial is found again from the job's config (conf/hparams_search/optuna.yaml: the storage URL and
-study name of `hydra.sweeper`, the trial number = Hydra's job number), through Optuna's public API, so
-it works with any launcher, in the sweep's process or another. Reporting and the decision are
-optuna-integration's `PyTorchLightningPruningCallback`: it raises `optuna.TrialPruned`, which ends the
-job (its folder stays, with what it logged). The trial is told PRUNED here, where it happens, so the
-sweeper reports a pruned trial, not a failed job.
-"""
+"""The job side of an Optuna sweep: optuna-integration's pruning callback, on the job's trial found again from its
+config (storage, study name, trial number = job number), so it works with any launcher; the trial is told PRUNED
+here, where it happens, so the sweeper reports a pruned trial, not a failed job."""
 
 from __future__ import annotations
 

@@ -14,9 +14,8 @@ from .study import SweepError
 
 
 def search_space(overrides: Sequence[str]) -> tuple[dict[str, BaseDistribution], list[str]]:
-    """Split Hydra overrides into Optuna distributions (`choice(...)`, `a,b,c`, `range(...)`,
-    `interval(...)`, `tag(log, interval(...))`) and the fixed overrides every job gets as written.
-    A later override of a key replaces an earlier one: the command line beats `hydra.sweeper.params`."""
+    """Hydra overrides as Optuna distributions and the fixed overrides every job gets as written; a later override of
+    a key replaces an earlier one (the command line beats `hydra.sweeper.params`)."""
     space: dict[str, BaseDistribution] = {}
     fixed: dict[str, str] = {}
     for override in OverridesParser.create().parse_overrides(list(overrides)):
@@ -31,9 +30,8 @@ def search_space(overrides: Sequence[str]) -> tuple[dict[str, BaseDistribution],
 
 
 def distribution(override: Override) -> BaseDistribution:
-    """The Optuna distribution of one sweep override. An `interval` is continuous (tag `int`: whole
-    numbers, tag `log`: log scale); an integer `range` is an IntDistribution with its step; anything
-    else is categorical over its values."""
+    """An `interval` is continuous (tag `int`: whole numbers, `log`: log scale), an integer `range` is an
+    IntDistribution with its step, anything else categorical."""
     sweep = override.value()
     if isinstance(sweep, IntervalSweep):
         key, log_scale, start, end = override.get_key_element(), "log" in sweep.tags, sweep.start, sweep.end
@@ -58,6 +56,5 @@ def distribution(override: Override) -> BaseDistribution:
 
 
 def trial_overrides(fixed: Sequence[str], params: dict[str, Any]) -> tuple[str, ...]:
-    """The overrides of one trial's job: the trial's values, then the fixed ones (what the trial tried leads
-    its folder's name, `job_name` in cli/resolvers.py; the keys differ, so the order does not change the config)."""
+    """The overrides of one trial's job: its values first (they lead the folder's name), then the fixed ones."""
     return (*(f"{key}={Transformer.str(value)}" for key, value in params.items()), *fixed)

@@ -1,16 +1,6 @@
-"""Optuna sweeps on Optuna's ask-and-tell API, behind Hydra's public `Sweeper` interface.
-
-`StudySweeper` (reached through `hydra_plugins.transformer_attention_sweeper.OptunaSweeper`) asks the
-study for trials, launches one Hydra job per trial with whichever launcher is configured (job number =
-trial number, so trial N's folder is `<sweep>/N`) and tells the study how each job ended: COMPLETE with
-the value it returned, PRUNED when its pruning callback stopped it (`pruning.OptunaPruning`, which
-reports to the same trial from the job, in this process or another), FAIL otherwise.
-
-The study lives in its storage (SQLite in the sweep folder by default), so a sweep survives being stopped:
-run the same command again and it runs only the missing trials (`n_trials` is the study's total), numbered
-on from the study's, with the seeded sampler stepped past the trials it already proposed; trials the
-stopped launch left RUNNING are marked FAIL; a second launch of a running study is refused.
-"""
+"""Optuna sweeps on Optuna's ask-and-tell API, behind Hydra's `Sweeper` interface: one Hydra job per trial (trial N's
+folder is `<sweep>/N`), with any launcher, told back COMPLETE, PRUNED (by the job's pruning callback) or FAIL. A
+stored study survives being stopped: the same command runs only the missing trials."""
 
 from __future__ import annotations
 
@@ -34,10 +24,10 @@ from ..errors import JobFailed
 from ..files import atomic_write
 from .space import search_space, trial_overrides
 from .study import (
-    INTERRUPTED_ATTR,
     RESULTS_FILE,
     SweepError,
     check_overrides,
+    ended,
     fail_interrupted,
     lock_study,
     sqlite_path,
@@ -50,7 +40,7 @@ Direction = Literal["minimize", "maximize"]
 
 
 class StudySweeper(Sweeper):
-    """`n_trials` is the study's total: a launch runs only the trials still missing, `n_jobs` at a time."""
+    """The settings are `OptunaSweeperConf`'s (hydra_plugins): `n_trials` is the study's total, `n_jobs` at a time."""
 
     config: DictConfig  # set by `setup`, which Hydra calls before `sweep`
     launcher: Launcher
@@ -58,16 +48,16 @@ class StudySweeper(Sweeper):
     def __init__(
         self,
         *,
-        storage: str | None = None,
-        study_name: str | None = None,
-        n_trials: int = 20,
-        n_jobs: int = 1,
-        direction: Direction | Sequence[Direction] = "maximize",
-        max_failure_rate: float = 0.0,
-        sampler: Mapping[str, Any] | None = None,
-        pruner: Mapping[str, Any] | None = None,
-        params: Mapping[str, Any] | None = None,
-        enqueue_trials: Sequence[Any] = (),
+        storage: str | None,
+        study_name: str | None,
+        n_trials: int,
+        n_jobs: int,
+        direction: Direction | Sequence[Direction],
+        max_failure_rate: float,
+        sampler: Mapping[str, Any] | None,
+        pruner: Mapping[str, Any] | None,
+        params: Mapping[str, Any] | None,
+        enqueue_trials: Sequence[Any],
     ) -> None:
         self.storage, self.study_name = storage, study_name
         self.n_trials, self.n_jobs, self.max_failure_rate = n_trials, max(1, n_jobs), max_failure_rate
@@ -194,8 +184,7 @@ class StudySweeper(Sweeper):
             study.tell(trial, state=TrialState.FAIL)
 
     def check_failure_rate(self, study: optuna.Study, sweep_dir: Path) -> None:
-        interrupted = set(study.user_attrs.get(INTERRUPTED_ATTR, []))
-        trials = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and t.number not in interrupted]
+        trials = ended(study)
         failed = sum(t.state == TrialState.FAIL for t in trials)
         if trials and failed / len(trials) > self.max_failure_rate:
             raise SweepError(
