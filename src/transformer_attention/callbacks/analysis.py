@@ -1,14 +1,6 @@
-"""`ModelAnalysis`: at the end of fit, which heads matter and how faithful each token attribution is
-(analysis/), in TensorBoard (and any other image logger) and in `<run>/analysis/`; and `keep_analysis`, which
-evaluate.py's `analyses=` shares.
-
-Tags written (at the step the analysis ran):
-
-    analysis/heads          image: accuracy drop, loss increase and gradient score of each head, layer x head
-    analysis/pruning        image: accuracy as heads are masked out, least important first
-    analysis/faithfulness   image: comprehensiveness, sufficiency and AOPC per attribution method;
-                            text: the same as a table, and what each number means
-    analysis/summary        text: the console summary
+"""`ModelAnalysis`: at the end of fit, which heads matter and how faithful each token attribution is (analysis/),
+in every image logger and `<run>/analysis/`; `keep_analysis` writes them, for evaluate.py's `analyses=` too.
+Tags: `analysis/heads`, `analysis/pruning`, `analysis/faithfulness` (images, and a table), `analysis/summary`.
 """
 
 from __future__ import annotations
@@ -44,9 +36,7 @@ from .sinks import image_loggers, log_image, log_text
 
 log = logging.getLogger(__name__)
 
-# rows run through the model before the estimate's timed pass: a first pass at new shapes pays one-time costs (the
-# toy set's validation rows: 40 ms cold against 17 ms warm), which made the estimate, and the skip, depend on them
-WARM_ROWS = 64
+WARM_ROWS = 64  # run before the estimate's timed pass: a cold first pass took 2.4x a warm one
 
 READING = (
     "comprehensiveness: p(predicted class) minus p after removing a method's top k% words (higher: it found words "
@@ -57,9 +47,8 @@ READING = (
 
 
 def keep_analysis(result: Analysis, folder: Path, loggers: Sequence[Logger], step: int, label: str = "") -> None:
-    """Where a run keeps what the analyses found: its figures (each drawn once), JSON and table in `folder`, and the
-    figures and tables in every logger that takes them (tags in this module's docstring), at `step`. `label` says
-    which weights were analysed, in the figures' titles."""
+    """What the analyses found, as figures, JSON and table in `folder` and figures and tables in the `loggers` at
+    `step`; `label` (which weights were analysed) goes in the figures' titles."""
     drawn = images(result, label)
     write_files(result, folder, drawn)
     loggers = image_loggers(loggers)
@@ -84,19 +73,11 @@ FIT_END_METHODS = (
 
 
 class ModelAnalysis(Callback):
-    """At the end of fit, on the model the run keeps (the best checkpoint, which the test runs on; the weights as
-    fit ends when there is none): head importance on the validation split and the faithfulness of the token
-    attributions on a seeded sample of it (`settings`: conf/analysis, AnalysisConfig's fields).
-
-    The inputs are checked at fit start, before training (a sample larger than its split is a ConfigError). At the
-    end, one warm forward pass over the validation rows is timed and the analysis' cost extrapolated from it by the
-    passes each analysis says it makes (`estimate`): when it would take more than `max_cost` times the fit's
-    time (None: always run), it is skipped and the log gives the evaluate.py command that runs it on the
-    checkpoint. Its own cost is logged as a share of the fit's. `normalized`: nAOPC too (its greedy bounds cost
-    n (n + 1) passes a text, as much again as the rest on the toy set); off by default here, evaluate.py has it.
-    `methods`: the explanation methods scored unless `analysis.methods` names them (FIT_END_METHODS: the cheap
-    half of the registry and the references; evaluate.py runs every one); null: every one.
-    """
+    """At the end of fit, on the best checkpoint (else the weights as fit ends): head importance on the validation
+    split and the faithfulness of the attributions on a sample of it (`settings`: conf/analysis), checked at fit
+    start. When its estimated cost is over `max_cost` times the fit's (None: always run), it is skipped and the
+    log gives the evaluate.py command that runs it. `normalized`: nAOPC too (as costly again); `methods`: those
+    scored unless `analysis.methods` names them (null: every one)."""
 
     def __init__(
         self,
@@ -140,46 +121,43 @@ class ModelAnalysis(Callback):
         dm = trainer.datamodule  # type: ignore[attr-defined]  # Lightning sets it, undeclared
         estimate = self.estimate(classifier_of(pl_module), dm.splits)
         self.cost = {"fit_seconds": fit_seconds, "estimated_seconds": estimate}
+        saved, fit = self.saved_checkpoint(trainer), seconds(fit_seconds)
         if self.max_cost is not None and estimate > self.max_cost * fit_seconds:
-            saved = self.saved_checkpoint(trainer)
             if saved is None:
                 fast_dev_run = trainer.fast_dev_run  # type: ignore[attr-defined]  # Lightning sets it, undeclared
                 why = "a fast_dev_run saves none" if fast_dev_run else "this run saved none"
                 log.info("model analysis skipped: it needs a checkpoint and %s (python evaluate.py analyses=...)", why)
                 return
-            log.info(
-                "model analysis skipped: about %s, %.2fx the fit's %s, more than callbacks.model_analysis.max_cost=%s; "
-                "to run it:\n  %s",
-                *(seconds(estimate), estimate / max(fit_seconds, 1e-9), seconds(fit_seconds), self.max_cost),
-                self.command(shown(saved)),
-            )
+            cost = f"about {seconds(estimate)}, {estimate / max(fit_seconds, 1e-9):.2f}x the fit's {fit}"
+            limit, command = f"callbacks.model_analysis.max_cost={self.max_cost}", self.command(shown(saved))
+            log.info("model analysis skipped: %s, more than %s; to run it:\n  %s", cost, limit, command)
             return
         start = time.perf_counter()
         net, weights = self.kept_model(trainer, pl_module)
-        saved = self.saved_checkpoint(trainer)
         again = (lambda: self.command(shown(saved))) if saved is not None else resume_command  # noqa: E731
         with stop_on_signals(lambda: "the end-of-fit analysis (the fit's checkpoints are saved)", again=again):
             self.result = run_analyses(
-                net, self.plan, splits=dm.splits, tokenizer=dm.tokenizer, progress=self.progress,
-                label_names=dm.label_names, deciding_words=deciding_words_for(dm),
-            )  # fmt: skip
+                net,
+                self.plan,
+                splits=dm.splits,
+                tokenizer=dm.tokenizer,
+                progress=self.progress,
+                label_names=dm.label_names,
+                deciding_words=deciding_words_for(dm),
+            )
         self.result.settings["weights"] = weights
         folder = Path(trainer.default_root_dir) / "analysis"
         keep_analysis(self.result, folder, trainer.loggers, trainer.global_step, label=weights)
-        spent = time.perf_counter() - start
-        self.cost["seconds"] = spent
+        spent = self.cost["seconds"] = time.perf_counter() - start
         for line in summary(self.result):
             log.info("%s", line)
-        log.info(
-            "model analysis: %s, %.0f%% of the fit's %s (estimated %s), of %s:\n  %s",
-            *(seconds(spent), 100 * spent / max(fit_seconds, 1e-9), seconds(fit_seconds), seconds(estimate)),
-            *(weights, shown(folder)),
-        )
+        share = 100 * spent / max(fit_seconds, 1e-9)
+        said = f"{seconds(spent)}, {share:.0f}% of the fit's {fit} (estimated {seconds(estimate)}), of {weights}"
+        log.info("model analysis: %s:\n  %s", said, shown(folder))
 
     @staticmethod
     def kept_model(trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[TransformerClassifier, str]:
-        """The model the run keeps and what it is: the best checkpoint's weights in a copy of the module's net (read
-        by the trainer's own checkpoint loader, weights only), or the net as fit ends when there is no best."""
+        """The best checkpoint's weights in a copy of the module's net (else the net as fit ends), and which."""
         best = getattr(trainer.checkpoint_callback, "best_model_path", "") or ""
         if not best or not Path(best).is_file():
             return classifier_of(pl_module), "the weights at the end of fit"
@@ -190,28 +168,24 @@ class ModelAnalysis(Callback):
 
     @staticmethod
     def saved_checkpoint(trainer: L.Trainer) -> Path | None:
-        """The checkpoint the analyses can run on later: the best one, else a last.ckpt; None when the run saved
-        none (a fast_dev_run)."""
+        """The checkpoint the analyses can run on later: the best one, else a last.ckpt (None: none saved)."""
         best = getattr(trainer.checkpoint_callback, "best_model_path", "") or ""
         candidates = [Path(best)] if best else []
         candidates += [Path(d) / "last.ckpt" for c in trainer.checkpoint_callbacks if (d := getattr(c, "dirpath", ""))]
         return next((path for path in candidates if path.is_file()), None)
 
     def command(self, ckpt: str) -> str:
-        """The evaluate.py command that runs the same analyses on `ckpt`, with this run's data overrides, quoted to
-        work when pasted (`pasteable`)."""
+        """The evaluate.py command that runs the same analyses on `ckpt`, with this run's data overrides."""
         data = []
         if HydraConfig.initialized():
             data = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").startswith(("data", "seed="))]
         analyses = shlex.quote(f"analyses=[{','.join(self.names)}]")  # [ ] are a shell's globs (zsh refuses them)
-        return " ".join(["python evaluate.py", pasteable("ckpt_path", ckpt), analyses, "analysis.split=validation",
-                         *(shlex.quote(o) for o in data)])  # fmt: skip
+        words = ["python evaluate.py", pasteable("ckpt_path", ckpt), analyses, "analysis.split=validation"]
+        return " ".join([*words, *(shlex.quote(o) for o in data)])
 
     def estimate(self, net: TransformerClassifier, splits: Mapping[str, Any]) -> float:
-        """Seconds the planned analyses would take: one timed forward pass over the validation rows (after a few
-        rows warm the model up at the analyses' batch size) gives the seconds per token, and each analysis says how
-        many rows it runs through the model for the rows it will read (heads.py's and faithfulness.py's `passes`: a
-        backward counted as two forward passes), each row about as long as the mean of those rows."""
+        """Seconds the planned analyses would take: a timed warm pass over the validation rows gives the seconds a
+        token, times the passes each analysis says it makes (`passes`, a backward counted as two forwards)."""
         s, chosen = self.settings, self.plan
         assert chosen is not None  # on_fit_end estimates a run that has a plan
         rows = list(splits[HEADS_SPLIT].ids)

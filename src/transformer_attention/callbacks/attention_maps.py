@@ -1,17 +1,11 @@
 """`AttentionMapLogger`: every head's attention on a few fixed texts, in TensorBoard (and any other image
-logger), as the model trains.
+logger), as the model trains. Tags (layer l is `ClassifierOutput.attentions[l]`; T tokens, n = min(T, max_tokens)):
 
-Tags written (examples and layers count from 0, layer l is `ClassifierOutput.attentions[l]`):
-
-    attention/example_{i}/layer_{l}        image: a panel per head of layer l, then their mean, query x key
-    attention/example_{i}/rollout          image: each input token's share in the pooled vector, all layers
-    attention/example_{i}/text             image: the review's words scored by `text_method` (DecompX), then
-                                           shaded by the pooled row, a paragraph per layer, the rollout, heads
-    attention/text_{j}/...                 the same for AttentionMapLogger(texts=[...])
-    attention/examples                     text: a table of tag, text, true label and prediction
-
-Shapes: H heads, T an example's tokens, n = min(T, max_tokens) the tokens a map shows (`key_window`: the keys
-the pooled row reads most through all layers, with their neighbours, when T > max_tokens).
+    attention/example_{i}/layer_{l}   image: a panel per head of layer l (n x n), then their mean
+    attention/example_{i}/rollout     image: each shown token's share in the pooled vector, through all layers
+    attention/example_{i}/text        image: the words scored by `text_method`, then shaded by the pooled row
+    attention/text_{j}/...            the same for the `texts` given
+    attention/examples                text: a table of tag, text, true label and prediction
 """
 
 from __future__ import annotations
@@ -30,37 +24,25 @@ from ..analysis.methods import TEXT_METHOD
 from ..files import shown
 from ..inference import infer
 from ..plotting import AttentionGrid, ReviewText, RolloutBars, attention_rollout, pooled_rollout
+from ..plotting.html import save_attention_html
 from ..plotting.scales import DEFAULT_SCALE, MAP_KINDS, check_kind, check_scale, map_shares
 from ..plotting.windows import key_window, window_labels
 from ..plotting.words import POOLED_ROW
 from .console import plural
-from .examples import Example, Logged, choose_examples, label_names, maps_of, pooling_of, save_pages, table_cell
+from .examples import Example, Logged, choose_examples, label_names, maps_of, pooling_of, table_cell
 from .sinks import ImageWriter, image_loggers, log_text
-from .text_view import check_text_method, text_view
+from .text_view import check_text_method, text_rows
 
 log = logging.getLogger(__name__)
 
 
 class AttentionMapLogger(Callback):
-    """Every `every_n_epochs` validation epochs, logs each head's attention on fixed examples as images, and
-    the attention rollout of each (tags in this module's docstring), at the global step; the examples' texts,
-    true labels and predictions go to the TEXT tab.
-
-    Colours follow `scale` (plotting/scales.py), stated on every colour bar; `kind` draws the weights or the
-    norm-weighted maps (weight x norm, each row's shares), said in every caption and colour bar. A text longer
-    than `max_tokens` shows the keys the pooled row reads most (through all layers) with their neighbours;
-    `text`: its words scored by `text_method` (signed for DecompX, the default; null: none), then shaded by the
-    pooled row (`ReviewText`), a paragraph per layer, the rollout and `text_heads` heads (text_view.py).
-
-    The examples are chosen once, at fit start: `num_examples` from the validation split, plus any `texts` of
-    your own (tagged `text_{j}`). Only they go through the model (`infer`: eval mode, no gradients); the sanity
-    check is skipped. The end of fit is logged too, so the image slider always ends at the trained model; with
-    `html`, each example's interactive page is written then (`<run>/attention/<example>.html`).
-
-    Cheap by design: each figure's labels, titles and colour bar are drawn once (again when a long text's
-    window moves), every step writes only its cells (`AttentionGrid.render`). `background=True` draws and
-    writes on a thread of its own (`ImageWriter`): it pays only where cores are spare (benchmarks/maps.py).
-    """
+    """Every `every_n_epochs` validation epochs and at the end of fit, each layer's heads on fixed examples
+    (`num_examples` of `split`, chosen at fit start, then `texts`), their rollout and the text view, coloured on
+    `scale` and drawn from `kind` (weights, or weight x norm shares). A text longer than `max_tokens` shows the
+    keys the pooled row reads most, with their neighbours. With `html`, each example's interactive page is written
+    at the end of fit (`<run>/attention/<example>.html`). Figures are drawn once and only their cells at each
+    step; `background` draws and writes on a thread of its own (`ImageWriter`)."""
 
     def __init__(
         self,
@@ -143,11 +125,11 @@ class AttentionMapLogger(Callback):
             self.log_maps(trainer, pl_module)
         self.writer.close()
         if self.html and self.last and trainer.is_global_zero:
-            self.write_pages(Path(trainer.default_root_dir) / "attention", pl_module.hparams.get("pooling", "cls"))
+            self.write_pages(Path(trainer.default_root_dir) / "attention", pooling_of(pl_module))
         if self.cost["logs"]:
+            images, steps = plural(self.cost["images"], "image"), plural(self.cost["logs"], "step")
             own = f", {self.writer.seconds:.2f} s on their own thread" if self.writer.background else ""
-            log.info("%s at %s, %.2f s on the training thread%s", plural(self.cost["images"], "image"),
-                     plural(self.cost["logs"], "step"), self.cost["seconds"], own)  # fmt: skip
+            log.info("%s at %s, %.2f s on the training thread%s", images, steps, self.cost["seconds"], own)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         self.writer.close()  # the images of the steps logged so far are written, not dropped
@@ -160,8 +142,7 @@ class AttentionMapLogger(Callback):
 
     # ---- the maps --------------------------------------------------------------------------------
     def log_maps(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """Run the model on the chosen examples (`infer`: eval mode, no gradients) and log every layer's
-        map of each, its rollout and the table of examples."""
+        """Run the model on the examples (`infer`: eval mode, no gradients) and log their images and table."""
         writers = image_loggers(trainer.loggers) if trainer.is_global_zero else []  # other ranks hold no writer
         if not self.examples or not writers:
             return
@@ -201,10 +182,7 @@ class AttentionMapLogger(Callback):
                 self.writer.send(writers, f"{at}/rollout", step, description, bars.render, shares[keep], status)
             images += len(layers) + (bars is not None)
             if self.text and labelled:
-                view, pooled, labels = text_view(
-                    self.views, example, tokens, pl_module, layers, names, pooling, shares, pred,
-                    heads=self.text_heads, method=self.text_method, scale=self.scale, kind=self.kind,
-                )  # fmt: skip
+                view, pooled, labels = self._text_view(example, tokens, pl_module, layers, shares, pred, names)
                 status = f"step {step} \u00b7 pred: {said} \u00b7 true: {truth}"
                 self.writer.send(writers, f"{at}/text", step, description, view.render, pooled, labels, status)
                 images += 1
@@ -218,21 +196,29 @@ class AttentionMapLogger(Callback):
         self.writer.wait()
 
     def write_pages(self, folder: Path, pooling: str = "cls") -> list[Path]:
-        """The interactive attention view (hover a token, pick a layer and heads, the rollout) of each example
-        as last logged: `<folder>/<example>.html`, self-contained, opens offline."""
-        self.pages = save_pages(self.last, folder, pooling)
+        """Each example's interactive page as last logged, `<folder>/<example>.html`."""
+        self.pages = [
+            save_attention_html(
+                folder / f"{e.name}.html",
+                e.tokens,
+                e.attentions,
+                title=e.name,
+                caption=e.caption,
+                pooling=pooling,
+                norms=e.norms,
+            )
+            for e in self.last
+        ]
         log.info("interactive attention views of %s in %s", plural(len(self.pages), "example"), shown(folder))
         return self.pages
 
     def _with_mean(self, heads: int) -> bool:
-        """The mean panel beside the heads: asked for, and not a copy of the one head."""
-        return self.mean and heads > 1
+        return self.mean and heads > 1  # one head's mean is a copy of it
 
     def _figures(
         self, example: Example, tokens: list[str], keep: list[int], heads: int, names: list[str], pooling: str
     ) -> tuple[AttentionGrid, RolloutBars | None]:
-        """The example's grid and rollout bars for the tokens `keep`, built once (again when a long text's window
-        moves): labels, titles and colour bar are drawn here, the cells at every step."""
+        """The example's grid and rollout bars for the tokens `keep`, drawn once (again when the window moves)."""
         if self.figures.get(example.name, ([],))[0] != keep:
             title = example.title(names, keep, pooling)
             panels = [f"head {h}" for h in range(heads)] + (["mean of heads"] if self._with_mean(heads) else [])
@@ -248,3 +234,27 @@ class AttentionMapLogger(Callback):
                 figure.prepare()
             self.figures[example.name] = (keep, grid, bars)
         return self.figures[example.name][1:]
+
+    def _text_view(
+        self, example: Example, tokens: list[str], module: Any, layers: list, shares: Any, pred: int, names: list
+    ) -> tuple[ReviewText, np.ndarray, list[str]]:
+        """The example's text view (made at its first logged step) and the rows and labels it renders now."""
+        pooling = pooling_of(module)
+        pooled, labels, scored = text_rows(
+            module,
+            example.ids,
+            layers,
+            pooling=pooling,
+            heads=self.text_heads,
+            shares=shares,
+            method=self.text_method,
+            predicted=pred,
+            class_name=names[pred],
+        )
+        if example.name not in self.views:
+            title, scale, kind = example.title(names, None, pooling), self.scale, self.kind
+            view = ReviewText(
+                tokens, len(pooled), title, status=True, pooling=pooling, scale=scale, kind=kind, signed=scored
+            )
+            self.views[example.name] = view
+        return self.views[example.name], pooled, labels

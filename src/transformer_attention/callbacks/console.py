@@ -25,9 +25,8 @@ HYDRA_PLAIN = re.compile(r"[\w./:+@%~-]+")  # a value Hydra reads as it is, unqu
 
 
 class ModelTable(Callback):
-    """At fit start, the model's layers to `max_depth` (name, type, parameters) and its size: Lightning's summary
-    without its FLOPs column (all zeros: it needs an example input) and without the metric objects (no
-    parameters, not layers). The trainer's own summary is off (conf/trainer: enable_model_summary: false)."""
+    """At fit start, the model's layers to `max_depth` and its size: Lightning's summary without its FLOPs column
+    (all zeros without an example input) and its metric objects."""
 
     def __init__(self, max_depth: int = 2) -> None:
         self.max_depth = max_depth
@@ -51,26 +50,23 @@ class ModelTable(Callback):
 
 
 def line_progress(enabled: bool = True) -> ProgressBar | None:
-    """The progress bar for this run: `LineProgress` where stdout is not a terminal, else `TerminalProgress`
-    (redrawn in place); None when the trainer shows no progress (`trainer.enable_progress_bar=false`)."""
+    """`LineProgress` where stdout is not a terminal, else `TerminalProgress`; None when not `enabled`."""
     if not enabled:
         return None
     return TerminalProgress() if sys.stdout.isatty() else LineProgress()
 
 
 class TerminalProgress(RichProgressBar):
-    """Lightning's Rich bars, their display stopped when training ends rather than at teardown: what the end of
-    fit prints (the attention pages' folder, the analysis with its own bars) then goes below the finished epoch
-    bar, shown once, instead of inside a display that redraws over it."""
+    """Lightning's Rich bars, stopped when training ends (not at teardown), so that what the end of fit prints goes
+    below the finished bar instead of inside a display that redraws over it."""
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._stop_progress()
 
 
 class LineProgress(ProgressBar):
-    """One log line per training epoch (its steps, time and the metrics a progress bar shows: `prog_bar=True`)
-    and one per test, for output that goes to a file: nothing redrawn, nothing wrapped. A test says first what it
-    reads, and any epoch, validation or test that runs longer than `every_s` seconds says where it is that often."""
+    """One log line per training epoch (steps, time, the `prog_bar` metrics) and per test, for output to a file;
+    a loop that runs longer than `every_s` seconds says where it is that often."""
 
     def __init__(self, every_s: float = EVERY_S) -> None:
         super().__init__()
@@ -135,8 +131,8 @@ class LineProgress(ProgressBar):
         return f"epoch {trainer.current_epoch + 1}/{epochs}"
 
     def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str:
-        """`train loss 0.0874 acc 0.948 | val loss 0.0081 acc 0.998 f1 0.998`: what a bar shows (`prog_bar=True`),
-        by split, less its version number, the per-step values and the best so far (the final table has it)."""
+        """`train loss 0.0874 acc 0.948 | val loss 0.0081 acc 0.998`: the bar's metrics by split, less the version,
+        per-step values and bests."""
         shown: dict[str, Any] = self.get_metrics(trainer, pl_module)
         splits: dict[str, list[str]] = {}
         for key, value in sorted(shown.items()):
@@ -149,9 +145,7 @@ class LineProgress(ProgressBar):
 
 
 def pasteable(key: str, value: str | Path) -> str:
-    """`key=value` as one argument that a shell and then Hydra read back as `value`: the value in Hydra's double
-    quotes when it holds a character Hydra reads as syntax (a sweep job's folder has `=` and `,`), the whole in the
-    shell's quotes when it needs them."""
+    """`key=value` as one shell argument that Hydra reads back as `value` (a sweep job's folder holds = and ,)."""
     text = str(value)
     if not HYDRA_PLAIN.fullmatch(text):
         text = '"' + text.replace('"', '\\"') + '"'
@@ -159,8 +153,7 @@ def pasteable(key: str, value: str | Path) -> str:
 
 
 def of_loader(batches: list[int | float] | int | float, args: tuple[Any, ...]) -> int | float:
-    """The batches of the dataloader an evaluation batch hook's `args` (outputs, batch, batch_idx[, dataloader_idx])
-    came from, out of Lightning's count (one per dataloader)."""
+    """The batches of the dataloader that an evaluation batch hook's `args` came from."""
     index = int(args[3]) if len(args) > 3 else 0
     return batches[index] if isinstance(batches, list) else batches
 
@@ -176,8 +169,7 @@ def plural(count: int, noun: str) -> str:
 
 
 def seconds(value: float) -> str:
-    """`0.04 s`, `3.2 s`, `12 s`, `4.5 min`: a time as the console shows it, to two significant digits or so, never
-    `0 s` (a fast_dev_run's fit takes a fraction of a second)."""
+    """`0.04 s`, `3.2 s`, `12 s`, `4.5 min`: about two significant digits, never `0 s`."""
     if value >= 120:
         return f"{value / 60:.1f} min"
     if value >= 10:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,17 +14,13 @@ from ..data.batches import EncodedDataset
 from ..data.labels import names_or_ids
 from ..data.tokenizer import encode
 from ..inference import RowOutput
-from ..plotting.html import save_attention_html
 from ..plotting.windows import window_note
 from ..plotting.words import POOLED_ROW
-
-ELLIPSIS = "\u2026"
 
 
 @dataclass(frozen=True)
 class Example:
-    """One text the maps show: `name` is its tag (`example_<i>` from the data, `text_<j>` given), `ids` its
-    token ids ([CLS] first), `label` its true class (None for a given text or a pretraining window)."""
+    """One text the maps show: its tag (`example_<i>`, `text_<j>` given), token ids and true class (or None)."""
 
     name: str
     ids: Sequence[int] | np.ndarray
@@ -33,9 +28,9 @@ class Example:
     text: str
 
     def title(self, label_names: Sequence[str], keep: Sequence[int] | None, pooling: str) -> str:
-        """What the example's images are titled: its tag, true label and text, the pooled row the classifier
-        reads, and, for a map of the tokens `keep` (None: a view of all of them), which it shows."""
-        shown = self.text if len(self.text) <= 120 else self.text[:119] + ELLIPSIS
+        """The title of the example's images: tag, true label, text, pooled row and, for a map of the tokens `keep`
+        (None: all of them), which it shows."""
+        shown = self.text if len(self.text) <= 120 else self.text[:119] + "\u2026"
         known = f" \u00b7 true: {label_names[self.label]}" if self.label is not None else ""
         title = f"{self.name}{known} \u00b7 \u201c{shown}\u201d \u00b7 pooled: {POOLED_ROW[pooling]}"
         note = window_note(len(keep), len(self.ids), POOLED_ROW[pooling]) if keep is not None else ""
@@ -54,8 +49,8 @@ class Logged:
 
 
 def pick_examples(labels: Sequence[int], lengths: Sequence[int], k: int) -> list[int]:
-    """`k` dataset indices that mix the classes (in turn) and the lengths (spread over each class's
-    length quantiles, short to long). Deterministic: the same data gives the same examples."""
+    """`k` dataset indices that mix the classes (in turn) and the lengths (each class's length quantiles), always
+    the same for the same data."""
     by_class: dict[int, list[int]] = {}
     for i in sorted(range(len(labels)), key=lambda i: (lengths[i], i)):
         by_class.setdefault(int(labels[i]), []).append(i)
@@ -72,9 +67,8 @@ def pick_examples(labels: Sequence[int], lengths: Sequence[int], k: int) -> list
 
 
 def choose_examples(datamodule: Any, split: str, k: int, texts: Sequence[str], labelled: bool) -> list[Example]:
-    """`k` examples of the datamodule's `split` (`pick_examples`; none when it lacks the split), then `texts`.
-    Where the split keeps no texts (pretraining windows) an example's text is decoded from its ids; where the
-    module predicts no labels (`labelled` False) no example has one."""
+    """`k` examples of the datamodule's `split` (none when it lacks one), then `texts`; a split that keeps no texts
+    (pretraining windows) has them decoded, and an unlabelled module's examples have no label."""
     data: EncodedDataset | None = getattr(datamodule, "splits", {}).get(split)
     tok = datamodule.tokenizer
     examples: list[Example] = []
@@ -97,7 +91,7 @@ def choose_examples(datamodule: Any, split: str, k: int, texts: Sequence[str], l
 
 
 def maps_of(output: RowOutput) -> list[torch.Tensor]:
-    """The (H, T, T) map per layer that `infer(..., need_weights=True)` (or `need_norms=True`) gave `output`."""
+    """The (H, T, T) map per layer that `infer(..., need_weights=True)` (or `need_norms`) gave `output`."""
     assert output.attentions is not None, "infer gives maps with need_weights=True or need_norms=True"
     return output.attentions
 
@@ -109,26 +103,10 @@ def label_names(trainer: Any, pl_module: Any, num_classes: int) -> list[str]:
 
 
 def pooling_of(pl_module: Any) -> str:
-    """The row the module's classifier reads; a masked language model has none: its maps read as cls."""
+    """The row the module's classifier reads (a masked language model's maps read as cls)."""
     return pl_module.hparams.get("pooling") or "cls"
 
 
 def table_cell(text: str) -> str:
     """`text` as one markdown table cell: pipes escaped, whitespace runs (newlines too) made one space."""
     return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def save_pages(logged: Sequence[Logged], folder: Path, pooling: str) -> list[Path]:
-    """Each logged example's interactive page, `<folder>/<example>.html`, read by the model's `pooling`."""
-    return [
-        save_attention_html(
-            folder / f"{e.name}.html",
-            e.tokens,
-            e.attentions,
-            title=e.name,
-            caption=e.caption,
-            pooling=pooling,
-            norms=e.norms,
-        )
-        for e in logged
-    ]

@@ -24,8 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def resume_command(ckpt_path: str | Path | None = None) -> str:
-    """The command line that resumes this Hydra run from `ckpt_path`: the same entry point (train.py,
-    pretrain.py) and overrides, the new ckpt_path (None: the same command again)."""
+    """The command that resumes this Hydra run from `ckpt_path` (None: runs it again): its entry and overrides."""
     overrides: list[str] = []
     entry = "train"
     if HydraConfig.initialized():
@@ -48,11 +47,8 @@ class _Signal(BaseException):
 
 @contextmanager
 def stop_on_signals(what: Callable[[], str], again: Callable[[], str] = resume_command) -> Iterator[None]:
-    """Run the body with SIGTERM and Ctrl-C (SIGINT) stopping it at once: log `<signal>: stopped <what()>`, that
-    nothing of it was saved and the command that starts it again (`again()`: this run's own, by default), then raise
-    Lightning's SIGTERMException with the shell's status (128 + the signal), which the entry points turn into that
-    exit status: no traceback, and the run's locks released on the way out. Outside the main thread (no signal
-    handlers there) the body just runs."""
+    """SIGTERM and Ctrl-C stop the body at once: log `<signal>: stopped <what()>` and the command that starts it
+    again (`again()`), then raise SIGTERMException with the shell's status, which the entry points exit with."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -65,8 +61,7 @@ def stop_on_signals(what: Callable[[], str], again: Callable[[], str] = resume_c
         yield
     except _Signal as sig:
         name = "Ctrl-C" if sig.signum == signal.SIGINT else "SIGTERM"
-        log.warning("%s: stopped %s; nothing of it was saved\nstart it again with:\n  %s", name, what(),
-                    again())  # fmt: skip
+        log.warning("%s: stopped %s; nothing of it was saved\nstart it again with:\n  %s", name, what(), again())
         stopped = SIGTERMException()
         stopped.code = 128 + sig.signum
         raise stopped from None
@@ -76,15 +71,9 @@ def stop_on_signals(what: Callable[[], str], again: Callable[[], str] = resume_c
 
 
 class SaveOnInterrupt(Callback):
-    """On Ctrl-C or SIGTERM during fit, save `last.ckpt` beside the other checkpoints and say how to resume.
-
-    Both stop where Lightning stops for SIGTERM: after a training batch is stepped and logged (or
-    after a validation batch; that validation is not redone on resume). The first Ctrl-C only asks
-    for that stop (a second one stops at once), so the checkpoint holds one consistent step and the
-    resumed run continues the global step and the TensorBoard curves without a gap or a repeat.
-    Other exceptions leave `last.ckpt` as it was. (Lightning's OnExceptionCheckpoint saves on every
-    exception and deletes its file when the run ends; a resume point wants neither.)
-    """
+    """On Ctrl-C or SIGTERM during fit, save `last.ckpt` beside the other checkpoints and say how to resume. Both
+    stop where Lightning stops for SIGTERM, after a batch (a first Ctrl-C asks for that stop, a second stops at
+    once), so the checkpoint holds one consistent step. Unlike OnExceptionCheckpoint, other errors save nothing."""
 
     def __init__(self) -> None:
         self._ctrl_c = False

@@ -7,10 +7,8 @@ from lightning.pytorch.callbacks import Callback
 
 
 class LearningRateLogger(Callback):
-    """Log the learning rate every `trainer.log_every_n_steps` optimiser steps as `train/lr`: one series, where
-    Lightning's LearningRateMonitor draws one identical curve per parameter group (this project's optimiser has
-    two: weights with decay and without). Groups whose rates differ get one series each, `train/lr/<group>`
-    (the group's `name`, else its index)."""
+    """`train/lr` every `log_every_n_steps` steps: one curve where LearningRateMonitor draws one per parameter
+    group (ours has two, with and without decay); groups whose rates differ get `train/lr/<name or index>` each."""
 
     def __init__(self) -> None:
         self._last_step = -1

@@ -1,8 +1,4 @@
-"""`ClassificationReport`: at test end, what the model got right and wrong, per class.
-
-Tags written: `test/confusion_matrix` (image: counts of true x predicted), `test/{precision,recall,f1}/{label}`
-(scalars, also in `trainer.callback_metrics`), `test/report` (text: the per-class table).
-"""
+"""`ClassificationReport`: at test end, what the model got right and wrong, per class."""
 
 from __future__ import annotations
 
@@ -30,9 +26,8 @@ def _safe_tag(name: str) -> str:
 
 
 class ClassificationReport(Callback):
-    """At test end: a confusion-matrix image, per-class precision / recall / F1 as scalars (also in
-    `trainer.callback_metrics`) and as a text table. Reads the `{"preds", "labels"}` that
-    `ClassifierModule.test_step` returns."""
+    """At test end: `test/confusion_matrix` (image), `test/{precision,recall,f1}/{label}` (scalars, also in
+    `trainer.callback_metrics`) and `test/report` (a text table), from what `test_step` returns."""
 
     def __init__(self, prefix: str = "test") -> None:
         self.prefix = prefix

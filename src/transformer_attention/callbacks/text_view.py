@@ -1,12 +1,10 @@
-"""What the TensorBoard text view of an example shows, paragraph by paragraph: first the words as an explanation
-method scores them (`text_method`, DecompX by default: signed, blue towards the predicted class and orange
-against it, each word's size over the largest), then the attention the classifier's pooled row gives them, a
-paragraph per layer (mean of heads), its most focused heads and the rollout (plotting/text.py's `paragraphs`)."""
+"""The rows of an example's text view: first its words as an explanation method scores them (`text_method`), then
+the pooled row's attention, a paragraph per layer, its most focused heads and the rollout (plotting/text.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import torch
@@ -16,7 +14,7 @@ from ..analysis.attributions import attribute
 from ..analysis.methods import methods
 from ..analysis.settings import known_methods
 from ..model.classifier import TransformerClassifier
-from ..plotting.text import ReviewText, paragraphs
+from ..plotting.text import paragraphs
 
 
 def check_text_method(method: str | None) -> str | None:
@@ -31,7 +29,7 @@ def check_text_method(method: str | None) -> str | None:
 
 def text_rows(
     module: nn.Module,
-    ids: Sequence[int],
+    ids: Sequence[int] | np.ndarray,
     layers: Sequence[np.ndarray | torch.Tensor],
     *,
     pooling: str,
@@ -52,32 +50,3 @@ def text_rows(
     (found,), _ = attribute(net, [list(ids)], [predicted], mask_id=None, methods=[method])
     label = f"{chosen.label}: blue for {class_name}, orange against" if chosen.signed else f"{chosen.label}, by size"
     return np.vstack([found[method][None, :], pooled]), [label, *labels], 1
-
-
-def text_view(
-    views: dict[str, ReviewText],
-    example: Any,
-    tokens: list[str],
-    module: nn.Module,
-    layers: Sequence[np.ndarray],
-    names: list[str],
-    pooling: str,
-    shares: np.ndarray,
-    predicted: int,
-    *,
-    heads: int,
-    method: str | None,
-    scale: str,
-    kind: str,
-) -> tuple[ReviewText, np.ndarray, list[str]]:
-    """The example's text view (`ReviewText`, kept in `views` from its first logged step) and what it renders now:
-    its rows and labels (`text_rows`)."""
-    pooled, labels, scored = text_rows(
-        module, example.ids, layers, pooling=pooling, heads=heads, shares=shares, method=method,
-        predicted=predicted, class_name=names[predicted],
-    )  # fmt: skip
-    if example.name not in views:
-        title = example.title(names, None, pooling)
-        views[example.name] = ReviewText(tokens, len(pooled), title, status=True, pooling=pooling, scale=scale,
-                                         kind=kind, signed=scored)  # fmt: skip
-    return views[example.name], pooled, labels

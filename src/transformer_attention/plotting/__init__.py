@@ -1,8 +1,6 @@
-"""Pictures of attention, coloured on a scale the colour bar states (scales.py): heatmaps and rollout bars as
-matplotlib Figures (plots.py), the same figures drawn once and rendered fast for every logged step (figures.py),
-the review as text shaded by the pooled row (text.py, words.py), the tokens a long text's map shows (windows.py),
-attention rollout (rollout.py), the offline interactive page (html.py, page.html/.css/.js) and the analyses'
-figures (analysis.py: head importance, pruning, faithfulness)."""
+"""Pictures of attention on a colour scale the colour bar states (scales.py): heatmaps and rollout bars (plots.py),
+drawn once and rendered fast at every logged step (figures.py, bars.py), the review shaded by the pooled row
+(text.py), the interactive page (html.py) and the analyses' figures (analysis.py)."""
 
 from .analysis import plot_faithfulness, plot_head_importance, plot_pruning
 from .bars import RolloutBars
@@ -10,9 +8,7 @@ from .figures import AttentionGrid
 from .html import attention_html, read_attention_data, save_attention_html
 from .plots import (
     attention_window,
-    cut_note,
     figure_to_array,
-    noted,
     plot_attention,
     plot_confusion_matrix,
     plot_rollout,
@@ -36,11 +32,9 @@ __all__ = [
     "attention_html",
     "attention_rollout",
     "attention_window",
-    "cut_note",
     "figure_to_array",
     "join_pieces",
     "key_window",
-    "noted",
     "paragraphs",
     "plot_attention",
     "plot_confusion_matrix",

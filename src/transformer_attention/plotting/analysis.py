@@ -1,6 +1,5 @@
-"""The analyses' figures (analysis/): which heads matter (a layer x head heatmap per measure), accuracy as heads are
-pruned, and how faithful each token attribution is (bars per method), sized for TensorBoard's image card
-(CARD_PX wide, 1 pt = 1 px). Plain arrays and dicts in, a matplotlib Figure out; no pyplot."""
+"""The analyses' figures, sized for TensorBoard's image card: which heads matter (a layer x head heatmap per
+measure), accuracy as heads are pruned, how faithful each attribution is (bars per method). No pyplot."""
 
 from __future__ import annotations
 
@@ -22,16 +21,14 @@ MEASURES = (  # what plot_faithfulness draws, and how to read it
 
 
 def _figure(width_px: float, body_px: float, title: str | None, *, left: float, top: float, bottom: float) -> Figure:
-    """A figure `body_px` high below its `title` (wrapped to the width, never cut off), with margins in pixels: a
-    fixed layout (matplotlib's constrained layout took most of the time these figures cost)."""
+    """A figure `body_px` high below its wrapped `title`, margins in pixels: a fixed layout (the constrained one
+    took most of the time these figures cost)."""
     head = header_px(title, width_px, status=False) if title else 0
-    height_px = head + top + body_px + bottom
-    fig = Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI)
+    H = head + top + body_px + bottom
+    fig = Figure(figsize=(width_px / DPI, H / DPI), dpi=DPI)
     FigureCanvasAgg(fig)
     draw_header(fig, title, status=False)
-    fig.subplots_adjust(
-        left=left / width_px, right=1 - 14 / width_px, top=1 - (head + top) / height_px, bottom=bottom / height_px,
-    )  # fmt: skip
+    fig.subplots_adjust(left=left / width_px, right=1 - 14 / width_px, top=1 - (head + top) / H, bottom=bottom / H)
     return fig
 
 
@@ -50,8 +47,8 @@ def _stack(fig: Figure, n: int, panel_px: float, gap_px: float) -> list:
 def plot_head_importance(
     tables: Mapping[str, np.ndarray], title: str | None = None, *, signed: Sequence[str] = ()
 ) -> Figure:
-    """One layer x head heatmap per entry of `tables` (name -> (L, H) array), each cell annotated with its value.
-    Tables named in `signed` (a change that may be negative) get a diverging scale centred on 0."""
+    """A layer x head heatmap per entry of `tables` (name -> (L, H)), each cell annotated; those named in `signed`
+    on a diverging scale centred on 0."""
     names = list(tables)
     L, H = np.asarray(tables[names[0]]).shape
     cell = max(22, min(48, (CARD_PX - 70) // H))
@@ -97,8 +94,8 @@ def plot_faithfulness(
     errors: Mapping[str, Mapping[str, float]] | None = None,
     title: str | None = None,
 ) -> Figure:
-    """Horizontal bars of each method's comprehensiveness, sufficiency and AOPC (`scores`: method -> measure ->
-    value), one panel per measure, methods in the same order in each (best AOPC on top), with standard errors."""
+    """Bars of each method's comprehensiveness, sufficiency and AOPC (`scores`: method -> measure -> value), with
+    standard errors, a panel per measure, the best AOPC on top."""
     methods = sorted(scores, key=lambda m: -scores[m]["aopc"])
     row, gap = 15, 46  # a panel's title above it, the value ticks below it
     left = 12 + max(text_px(m, FONT_PX) for m in methods)

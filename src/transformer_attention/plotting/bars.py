@@ -1,5 +1,4 @@
-"""`RolloutBars`: the attention rollout of one text as bars, each input token's share in the vector the classifier
-pools, drawn like the grids of figures.py (static part once, bars at every step)."""
+"""`RolloutBars`: each token's share in the pooled vector by attention rollout, drawn as the grids are."""
 
 from __future__ import annotations
 
@@ -20,16 +19,11 @@ from .style import (
     BAR_PX,
     CARD_PX,
     CMAP,
-    DPI,
     FONT_PX,
-    STATUS_COLOUR,
-    TITLE_PX,
-    Frame,
+    Drawn,
     add_axes_first,
     as_numpy,
     colors,
-    draw_colorbar,
-    draw_header,
     header_px,
     short_label,
     text_px,
@@ -37,12 +31,10 @@ from .style import (
 )
 
 
-class RolloutBars:
-    """Horizontal bars, one per input token (top to bottom in text order): the share of each token in the
-    pooled vector the classifier reads (`pooled_rollout`), on a fixed 0-1 axis, coloured on `scale` as the
-    maps are (the shares a row, over the whole text's `length` tokens), each with its value. `draw(shares)`
-    returns the figure, `render(shares, status)` its pixels (the axes drawn once; bars written as arrays, values
-    and status as texts)."""
+class RolloutBars(Drawn):
+    """A bar per token, in text order, of its share in the pooled vector (`pooled_rollout`) on a 0-1 axis, coloured
+    on `scale` as the maps are, with its value. `draw(shares)` returns the figure, `render(shares, status)` its
+    pixels, fast."""
 
     ROW_PX = 16
 
@@ -68,8 +60,7 @@ class RolloutBars:
         self.width = W - margin - 46  # room for the values right of the bars
         self.top, self.left = head + 8, margin
         H = self.top + self.height + 24 + BAR_PX  # 24: the 0-1 axis under the bars
-        self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
-        self.status, self.status_xy = draw_header(fig, title, status)
+        fig = self._start(W, H, title, status)
         self._rect = (margin / W, 1 - (self.top + self.height) / H, self.width / W, self.height / H)
         for i, label in enumerate(labels):  # token labels as plain texts: no tick machinery
             y = self.top + (i + 0.5) * self.ROW_PX
@@ -85,12 +76,7 @@ class RolloutBars:
         self.bars: list[Rectangle] = []
         self.values: list[Text] = []
         of = "" if check_kind(kind) == "weight" else f" (from {MAP_KINDS[kind]})"
-        draw_colorbar(fig, f"share of the pooled vector{of} (bar: 0 to 1) \u00b7 colour: {scale_note(scale)}")
-        self._frame = Frame(fig, hidden=[self.status] if self.status is not None else [])
-
-    def prepare(self) -> None:
-        """Draw the static part now (else the first `render` does)."""
-        self._frame.pixels()
+        self._freeze(f"share of the pooled vector{of} (bar: 0 to 1) \u00b7 colour: {scale_note(scale)}")
 
     def _check(self, shares: np.ndarray | torch.Tensor) -> np.ndarray:
         s = as_numpy(shares)
@@ -113,8 +99,7 @@ class RolloutBars:
             bar.set_color(colour / 255)
             text.set_x(float(value) + 0.01)
             text.set_text(f"{value:.2f}")
-        if self.status is not None:
-            self.status.set_text(status or "")
+        self._say(status)
         return self.fig
 
     def render(self, shares: np.ndarray | torch.Tensor, status: str | None = None) -> np.ndarray:
@@ -128,6 +113,4 @@ class RolloutBars:
             out[top + pad : top + self.ROW_PX - pad, self.left : self.left + length] = colour
             values.append(((self.left + length + 3, top + (self.ROW_PX - FONT_PX) / 2 - 1), f"{value:.2f}"))
         write_texts(out, values, FONT_PX - 1, "black")
-        if self.status is not None and status:
-            write_texts(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
-        return out
+        return self._stamp(out, status)

@@ -1,9 +1,5 @@
-"""Figures drawn once and rendered fast: `AttentionGrid` (heads of one layer) and `RolloutBars` (bars.py: the
-rollout's shares) draw their labels, titles and colour bar once with matplotlib; then, for each new set of weights, they
-write only the cells (as arrays) and a status line (Pillow, with matplotlib's own font): what makes logging
-maps at every logged step cheap. Sizes: style.py; what a colour means (`scale`, stated on the colour bar):
-scales.py.
-"""
+"""`AttentionGrid`: the heads of one layer, its labels, titles and colour bar drawn once, then only its cells (as
+arrays) and status line at every logged step: what makes logging maps cheap."""
 
 from __future__ import annotations
 
@@ -22,43 +18,33 @@ from .style import (
     CARD_PX,
     CELL_PX,
     CMAP,
-    DPI,
     FONT_PX,
     GAP_PX,
     NORM,
-    STATUS_COLOUR,
     TITLE_PX,
-    Frame,
+    Drawn,
     add_axes_first,
     as_numpy,
     colors,
-    draw_colorbar,
-    draw_header,
     header_px,
     short_label,
     text_px,
-    write_texts,
 )
 
 
 def of_text(length: int | None, shown: int) -> int:
-    """The text's length in tokens, the n of the `uniform` scale: `length`, or the `shown` tokens when not given;
-    a window of a longer text is coloured as the whole text's weights are (an even spread is half)."""
+    """The text's length, the `uniform` scale's n: `length`, else the `shown` tokens (a window is coloured as the
+    whole text is)."""
     if length is not None and length < shown:
         raise ValueError(f"length={length}: a text shown with {shown} tokens has at least {shown}")
     return shown if length is None else length
 
 
-class AttentionGrid:
-    """Heatmaps of one text's attention: a panel per map (e.g. each head, then their mean), `ncols` per row
-    (fewer when they would not fit TensorBoard's image card, `CARD_PX`, at the smallest cell), coloured on
-    `scale` (scales.py) with a colour bar at the bottom that says which. The tokens label the keys under every
-    panel and the queries left of each row (the panels of a row share them). Sized so that a 12-token text in
-    two columns, and up to 24 tokens in one, fit the card at actual size: labels stay 9 px high. `length`: the
-    whole text's tokens when `tokens` are a window of it (the `uniform` scale's n, `of_text`).
-
-    `draw(maps)` returns the figure; `render(maps, status)` its pixels, fast: the labels are drawn once and
-    each call only writes the cells (as arrays) and the one-line `status` (say, the step and prediction)."""
+class AttentionGrid(Drawn):
+    """Heatmaps of one text's attention, a panel per map (each head, then their mean), `ncols` a row (fewer where
+    they would not fit the image card at the smallest cell), coloured on `scale`; keys labelled under every
+    panel, queries left of each row. `length`: the whole text's tokens when `tokens` are a window of it.
+    `draw(maps)` returns the figure, `render(maps, status)` its pixels, fast."""
 
     def __init__(
         self,
@@ -92,8 +78,7 @@ class AttentionGrid:
         head = header_px(title, W, status)
         row_px = TITLE_PX + 6 + side + margin  # panel title, cells, key labels
         H = head + rows * row_px + BAR_PX
-        self.fig = fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
-        self.status, self.status_xy = draw_header(fig, title, status)
+        fig = self._start(W, H, title, status)
         self.boxes: list[tuple[int, int]] = []  # (top, left) px of each panel's cells
         self._rects: list[tuple[float, float, float, float]] = []  # panels' axes in figure fractions: by `draw`
         self.axes: list[Axes] = []
@@ -109,24 +94,17 @@ class AttentionGrid:
                     copies.append(((top0 - 2, 0, side + 4, left0 - 1), (top - 2, 0, side + 4, left - 1)))
             self._rects.append((left / W, 1 - (top + side) / H, side / W, side / H))
             fig.text((left + side / 2) / W, 1 - (top - 3) / H, panel_titles[p], fontsize=TITLE_PX, ha="center")
-            for i, label in enumerate(labels):
+            for i, label in enumerate(labels):  # key i under the panel, query i left of the row
                 centre = (i + 0.5) * cell
-                # key i under the panel
-                key = fig.text((left + centre) / W, 1 - (top + side + 3) / H, label, fontsize=FONT_PX, rotation=90,
-                               ha="center", va="top")  # fmt: skip
+                x, y = (left + centre) / W, 1 - (top + side + 3) / H
+                key = fig.text(x, y, label, fontsize=FONT_PX, rotation=90, ha="center", va="top")
                 copied += [key] if p else []
-                if c == 0:  # query i left of the row
-                    query = fig.text((left - 3) / W, 1 - (top + centre) / H, label, fontsize=FONT_PX, ha="right",
-                                     va="center")  # fmt: skip
+                if c == 0:
+                    x, y = (left - 3) / W, 1 - (top + centre) / H
+                    query = fig.text(x, y, label, fontsize=FONT_PX, ha="right", va="center")
                     copied += [query] if p else []
             self.boxes.append((top, left))
-        draw_colorbar(fig, f"{MAP_KINDS[check_kind(kind)]} \u00b7 {scale_note(scale)}")
-        hidden = [*([self.status] if self.status is not None else []), *copied]
-        self._frame = Frame(fig, hidden=hidden, copies=copies)
-
-    def prepare(self) -> None:
-        """Draw the static part now (else the first `render` does)."""
-        self._frame.pixels()
+        self._freeze(f"{MAP_KINDS[check_kind(kind)]} \u00b7 {scale_note(scale)}", hidden=copied, copies=copies)
 
     def _check(self, maps: np.ndarray | torch.Tensor) -> np.ndarray:
         m = as_numpy(maps)
@@ -140,23 +118,21 @@ class AttentionGrid:
             self.prepare()  # the static frame first: the panels' axes are made for a draw only
             blank = np.zeros((self.n, self.n), dtype=np.float32)
             self.axes = add_axes_first(self.fig, self._rects)
-            self.images = [ax.imshow(blank, cmap=CMAP, norm=NORM, resample=False, interpolation="nearest",
-                                     aspect="auto") for ax in self.axes]  # fmt: skip
+            self.images = [
+                ax.imshow(blank, cmap=CMAP, norm=NORM, resample=False, interpolation="nearest", aspect="auto")
+                for ax in self.axes
+            ]
         for image, panel in zip(self.images, self._check(maps), strict=True):
             image.set_data(scaled(panel, self.scale, self.length))
-        if self.status is not None:
-            self.status.set_text(status or "")
+        self._say(status)
         return self.fig
 
     def render(self, maps: np.ndarray | torch.Tensor, status: str | None = None) -> np.ndarray:
-        """The (H, W, 3) uint8 pixels of the figure with `maps` (P, n, n): the static frame with the cells
-        written as arrays (one `colors` block of cell x cell px per weight) and the status line."""
+        """The (H, W, 3) uint8 pixels of `draw(maps, status)`: the static frame, each cell written as an array."""
         m = self._check(maps)
         out = self._frame.pixels()
         side = self.cell * self.n
         for (top, left), panel in zip(self.boxes, m, strict=True):
             cells = colors(scaled(panel, self.scale, self.length))  # (n, n, 3)
             out[top : top + side, left : left + side] = cells.repeat(self.cell, axis=0).repeat(self.cell, axis=1)
-        if self.status is not None and status:
-            write_texts(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
-        return out
+        return self._stamp(out, status)

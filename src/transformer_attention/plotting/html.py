@@ -1,30 +1,9 @@
-"""An interactive attention view in one self-contained HTML file that works offline (no CDN, no server).
-
-Four tabs. Head view: queries on the left, keys on the right; hovering a query draws what it reads, hovering
-a key who reads it, for the layer picked and the heads switched on, each head its own column of blocks and its
-own colour of line; the readout (sticky: in view wherever the hovered token lies) lists the top five of each
-head to 3 significant digits; the head mean and the attention rollout (rollout.py) are options of the same view;
-click to pin. Model view: every layer x head as a query x key map, a layer's heads side by side in the page (a
-long text's maps drawn smaller); clicking a map opens it in the head view. Text: the whole text as wrapped words
-(words.py: pieces joined, a word the mean of its pieces' values), each shaded by the pooled row (the `[CLS]`
-row, or the mean of the rows for `pooling="mean"`; the page says which) of a layer's head mean, one head, the
-rollout or a word attribution. Word attributions (when given): the same words coloured by the method picked
-(analysis/), with each method's faithfulness on the text. One colour scale switch for every view (scales.py:
-fixed, row, uniform), stated in the legends; two buttons save the view on screen as an SVG or PNG picture named
-by the page's short name. The heading is that short name, the text under it (review.py: three lines until
-clicked; where the model read only part of it, the cut said, and marked in the text tab). The maps are packed
-(pack.py: 16 bits a weight), the rollout and the weight x norm shares computed in the page: a 512-token page is
-about 6 MB.
-
-The page is package data (page/page.html, page/page.css and the ES modules page/*.js, linted by ESLint in
-.ci/run); every page inlines them and the data (as JSON, with the names shared with Python: the scales, the
-attribution methods' labels, what the pooled row is), so it opens from disk in any browser: the modules
-joined into one function scope in the order of MODULES, `import` lines dropped, `export` words removed. The URL
-hash picks the initial view (main.js), e.g. `page.html#layer=1&heads=0,2&token=4`.
-
-Everything that comes from the text is escaped: tokens travel in the JSON with `<`, `>`, `&` and `/`
-written as `\\u003c`... (so no token can close the script tag), and they reach the page through
-`textContent`, never as markup; the title and caption are HTML-escaped, `/` included.
+"""The interactive attention page: one self-contained HTML file that opens offline (docs/attention.md says what
+it shows). The page is package data (page/page.html, page.css and the ES modules page/*.js, linted by ESLint),
+inlined into every page with the data as JSON: the modules joined into one function scope in the order of
+MODULES, their `import` lines dropped and `export` words removed. Everything from the text is escaped: tokens
+travel in the JSON with `<`, `>`, `&` and `/` as `\\u003c`... and reach the page through `textContent`; the title
+and caption are HTML-escaped, `/` included.
 """
 
 from __future__ import annotations
@@ -78,22 +57,13 @@ def attention_html(
     name: str | None = None,
     review: Review | None = None,
 ) -> str:
-    """The page for one text: `tokens` (T strings) and `attentions`, one (H, T, T) map per layer with padding cut off
-    (what `predict(..., need_weights=True)` gives). `rollout` adds the attention rollout over all layers (with
-    `residual`, computed on the whole text before any cut) as a choice of the layer selector. The maps of texts
-    longer than `max_tokens` are cut to their first `max_tokens` tokens (the page says so); the text tab keeps the
-    whole text. `attributions` (method -> one value per token) add the word attributions view, with each method's
-    `faithfulness` on this text (method -> comprehensiveness, sufficiency, aopc) under it and the note, each method
-    named by `method_labels` (method -> label) where given, signed or not as `method_signed` says (all signed when
-    not given); the text tab opens on `text_method` when it is among them. `pooling` ("cls" | "mean", the model's)
-    picks the row the text tab shades by; `scale` (scales.py) is the colour scale the page opens on. `norms` (the
-    norm-weighted maps, `predict(..., need_norms=True)`) add a "weight | weight x norm" switch to the head and model
-    views and the text tab: each row of a norm map scaled to sum 1 (the share of what reaches the query), rollout of
-    those. `agreement` (method -> `tau_<reference>` -> mean, sem, texts, identical: over several texts,
-    `agreement_over_texts`) adds columns beside this text's tau in the faithfulness table.
-    `name` names the files the page's save buttons write (`<name> - head view.svg`; default: the title, made safe);
-    `review` (the text itself, and how much of it the model read) is shown under the heading, three lines of it
-    until clicked, and a text the model read only part of says where it was cut."""
+    """The page of one text: `tokens` and `attentions`, one (H, T, T) map per layer without padding (as
+    `predict(..., need_weights=True)` gives them), with the rollout (`residual`, over the whole text); maps of more
+    than `max_tokens` tokens are cut, the text tab keeps the whole text. `attributions` (method -> a value per
+    token) add the word attributions, with their `faithfulness` on this text, `method_labels`, `method_signed` (all
+    signed when not given) and the `agreement` over several texts; the text tab opens on `text_method`. `norms`
+    (`predict(..., need_norms=True)`) add the weight x norm switch. `name` names the files the save buttons write;
+    `review` is the text under the heading, and where the model's reading of it was cut."""
     check_scale(scale)
     if pooling not in POOLED_ROW:
         raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(map(repr, POOLED_ROW))}")
@@ -124,7 +94,7 @@ def attention_html(
             "scale": scale,
             "methods": dict(method_labels or {}),
             "file": file_stem(name or title),
-        },  # fmt: skip
+        },
         "review": None if review is None else review_data(review, len(tokens)),
     }
     if attributions:
@@ -143,11 +113,10 @@ def attention_html(
     full = attention_rollout(attentions, residual=residual) if rollout else None  # (T, T), the whole text
     if full is not None:  # the page computes the rollout of the maps it holds; of a cut text, it is given
         data["rollout"] = pack(full[:n, :n]) if cut else COMPUTE
-    data["text"] = text_tab(tokens, attentions, pooling=pooling, rollout=full, attributions=attributions or {},
-                            signed=method_signed, opens_on=text_method)  # fmt: skip
+    tab: dict[str, Any] = {"pooling": pooling, "attributions": attributions or {}, "signed": method_signed}
+    data["text"] = text_tab(tokens, attentions, rollout=full, opens_on=text_method, **tab)
     if norms is not None:  # the text tab's series swap with the maps: each word by weight x norm
-        norm = norm_maps(tokens, norms, max_tokens=max_tokens, rollout=rollout, residual=residual, pooling=pooling,
-                         attributions=attributions or {}, signed=method_signed)  # fmt: skip
+        norm = norm_maps(tokens, norms, max_tokens=max_tokens, rollout=rollout, residual=residual, **tab)
         data["kinds"] = {"norm": {"series": norm["series"], **norm_data(layers, norms, norm, cut=cut)}}
     page, style, script = _assets()
     fills = {
@@ -171,8 +140,7 @@ def save_attention_html(
 
 
 def read_attention_data(page: str, *, raw: bool = False) -> dict:
-    """The data a page inlines, parsed back as its script reads it (tokens, layers (L, H, T, T) and rollout as
-    arrays, pack.py's `unpacked`), or as stored (`raw`): for tests and tools."""
+    """The data a page inlines, as its script reads it (`unpacked`: maps as arrays) or as stored (`raw`)."""
     start = page.index('<script type="application/json" id="attention-data">')
     start = page.index(">", start) + 1
     data = json.loads(page[start : page.index("</script>", start)])
@@ -199,8 +167,7 @@ def _json(data: dict) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _assets() -> tuple[str, str, str]:
-    """The page's template, style sheet and script (package data in page/), read once, inlined into every page
-    so that it opens offline: the ES modules joined in the order of MODULES into one function scope."""
+    """The page's template, style sheet and script (its ES modules joined in the order of MODULES), read once."""
     folder = resources.files(__package__).joinpath("page")
     parts = []
     for i, name in enumerate(MODULES):

@@ -17,8 +17,8 @@ STEPS = 65535  # the largest 16-bit value: a weight of 1
 
 
 def pack(maps: np.ndarray) -> dict[str, Any]:
-    """`maps` (any shape, values in [0, 1]) as {"shape", "sqrt16"}: round(sqrt(w) * STEPS), 16 bits little-endian,
-    base64 without its `=` padding (the browser's atob reads it; no `=` that a scan for `src=` could trip on)."""
+    """`maps` (values in [0, 1]) as {"shape", "sqrt16"}: round(sqrt(w) * STEPS), 16-bit little-endian, base64
+    without its `=` padding (no `=` that a scan for `src=` could trip on)."""
     a = np.asarray(maps, dtype=np.float64)
     if a.size and (np.nanmin(a) < -1e-6 or np.nanmax(a) > 1 + 1e-6 or np.isnan(a).any()):
         raise ValueError(f"pack stores weights in [0, 1], got values from {np.nanmin(a)} to {np.nanmax(a)}")
@@ -37,10 +37,9 @@ COMPUTE = "compute"  # in place of a rollout: the page computes it from the maps
 
 
 def norm_data(weights: list[np.ndarray], norms: Sequence[Any], shares: dict[str, Any], *, cut: bool) -> dict:
-    """The norm-weighted maps as a page stores them. Each is the weight times the length of what the key moves,
-    ||f_h(x_j)|| (model/probes.py): for a text shown whole, those lengths alone, (L, H, n) (the page multiplies
-    and scales each row to sum 1, and computes their rollout); for a cut text, or maps that are not weight x
-    length, the shares themselves, packed. `weights` (H, n, n) per layer as shown; `shares`: `norm_maps`'s."""
+    """The norm-weighted maps as a page stores them: for a text shown whole, the lengths ||f_h(x_j)|| alone, (L, H,
+    n), which the page multiplies by the weights (each map is weight x length); else the shares, packed. `weights`:
+    (H, n, n) per layer as shown; `shares`: `norm_maps`'s."""
     n = weights[0].shape[-1]
     raw = [np.asarray(m, dtype=np.float64)[..., :n, :n] for m in norms]  # (H, n, n) each
     lengths = [m.sum(axis=-2) / np.clip(w.sum(axis=-2), 1e-30, None) for m, w in zip(raw, weights, strict=True)]
@@ -49,15 +48,14 @@ def norm_data(weights: list[np.ndarray], norms: Sequence[Any], shares: dict[str,
         np.allclose(m, w * k[:, None, :], rtol=1e-4, atol=1e-6 * float(m.max(initial=0.0)))
         for m, w, k in zip(raw, weights, lengths, strict=True)
     ):
-        return {"lengths": [[[float(f"{v:.6g}") for v in head] for head in k] for k in lengths],
-                "rollout": None if rollout is None else COMPUTE}  # fmt: skip
+        stored = [[[float(f"{v:.6g}") for v in head] for head in k] for k in lengths]
+        return {"lengths": stored, "rollout": None if rollout is None else COMPUTE}
     return {"layers": pack(np.stack(shares["layers"])), "rollout": None if rollout is None else pack(rollout)}
 
 
 def unpacked(data: dict[str, Any]) -> dict[str, Any]:
-    """A page's data as its script reads it: the maps unpacked to (L, H, n, n) arrays, the rollouts and the norm
-    maps' shares computed where the page computes them; `kinds` (with norm maps) holds both kinds, as the map
-    switch swaps them."""
+    """A page's data as its script reads it: the maps as (L, H, n, n) arrays, the rollouts and norm shares computed
+    where the page computes them, and both kinds in `kinds` (with norm maps)."""
     out = dict(data)
     out["layers"] = unpack(data["layers"])
     out["rollout"] = _rollout(data["rollout"], out["layers"], data["residual"])

@@ -1,6 +1,5 @@
-"""What the page's JSON holds beyond the weights: the text tab's series (each word's share of the pooled row, per
-layer, head, the rollout and each attribution) and the norm-weighted maps (weight x norm) with their own series,
-so that the map switch swaps the head, model and text views together. NumPy only."""
+"""What the page's JSON holds beyond the weights: the text tab's series and the norm-weighted maps with their own
+series, so that the map switch swaps the head, model and text views together."""
 
 from __future__ import annotations
 
@@ -28,37 +27,28 @@ def text_tab(
     signed: Mapping[str, bool] | None = None,
     opens_on: str | None = None,
 ) -> dict:
-    """The text tab's data, over the whole text: its words (and each word's pieces), and per series (each layer's
-    head mean, each head, the rollout, each attribution method) one value per word: the mean of its pieces' values
-    (words.py's `word_values`: a word is not darker for being cut in pieces; the page says so). `signed`: whether
-    each method's values point towards the class or against it (all of them when not given); `opens_on`: the
-    method the tab opens on (else the last layer's head mean)."""
+    """The text tab's data over the whole text: its words (and their pieces) and, per series (each layer's head
+    mean, each head, the rollout, each attribution), a value per word, the mean of its pieces' (`word_values`).
+    `signed`: whether each method's values are signed (all when not given); `opens_on`: the method shown first."""
     words = join_pieces(tokens)
 
-    def per_word(values) -> list[float]:
-        return [float(f"{v:.4g}") for v in word_values(values, words, combine="mean")]
+    def one(name: str, group: str, values: Any, **more: Any) -> dict[str, Any]:
+        per_word = [float(f"{v:.4g}") for v in word_values(values, words, combine="mean")]
+        return {"id": name, "group": group, **more, "values": per_word}
 
-    series: list[dict[str, Any]] = [
-        {
-            "id": f"layer-{layer}",
-            "group": "mean of heads",
-            "label": f"layer {layer}",
-            "values": per_word(pooled_row(w, pooling)),
-        }
+    series = [
+        one(f"layer-{layer}", "mean of heads", pooled_row(w, pooling), label=f"layer {layer}")
         for layer, w in enumerate(attentions)
     ]
     for layer, w in enumerate(attentions):
-        series += [
-            {"id": f"layer-{layer}-head-{h}", "group": f"layer {layer}", "label": f"layer {layer}, head {h}",
-             "values": per_word(pooled_row(w[h], pooling))}
-            for h in range(w.shape[0])
-        ]  # fmt: skip
+        for h in range(w.shape[0]):
+            label = f"layer {layer}, head {h}"
+            series.append(one(f"layer-{layer}-head-{h}", f"layer {layer}", pooled_row(w[h], pooling), label=label))
     if rollout is not None:
-        series.append({"id": "rollout", "group": "all layers", "label": "rollout", "values": per_word(
-            pooled_rollout(rollout, pooling))})  # fmt: skip
+        series.append(one("rollout", "all layers", pooled_rollout(rollout, pooling), label="rollout"))
     for m, values in attributions.items():
-        series.append({"id": f"method-{m}", "group": "word attributions", "method": m,
-                       "signed": bool((signed or {}).get(m, True)), "values": per_word(values)})  # fmt: skip
+        is_signed = bool((signed or {}).get(m, True))
+        series.append(one(f"method-{m}", "word attributions", values, method=m, signed=is_signed))
     return {
         "words": [w.text for w in words],
         "pieces": [[tokens[i] for i in w.tokens] for w in words],
@@ -82,8 +72,8 @@ def norm_maps(
     attributions: Mapping[str, Sequence[float]],
     signed: Mapping[str, bool] | None = None,
 ) -> dict:
-    """The norm-weighted maps as the page draws them: rows scaled to sum 1, cut like the weights ((H, n, n) arrays),
-    their rollout ((n, n)), and the text tab's series of them (over the whole text, as `text_tab`'s of the weights)."""
+    """The norm-weighted maps as the page draws them, rows scaled to sum 1: cut like the weights ((H, n, n) each),
+    their rollout ((n, n)) and the text tab's series of them (over the whole text)."""
     if len(norms) == 0:
         raise ValueError("norms: one (H, T, T) norm-weighted map per layer, got none")
     per_layer = [np.asarray(m, dtype=np.float64) for m in norms]  # (H, T, T) each
@@ -91,10 +81,6 @@ def norm_maps(
     layers = [attention_window(tokens, m, max_tokens)[1] for m in shares]  # (H, n, n) each
     n = layers[0].shape[-1]
     whole = attention_rollout(shares, residual=residual) if rollout else None  # (T, T)
-    return {
-        "layers": layers,
-        "rollout": None if whole is None else whole[:n, :n].astype(np.float64),
-        "series": text_tab(tokens, shares, pooling=pooling, rollout=whole, attributions=attributions, signed=signed)[
-            "series"
-        ],
-    }
+    tab = text_tab(tokens, shares, pooling=pooling, rollout=whole, attributions=attributions, signed=signed)
+    cut = None if whole is None else whole[:n, :n].astype(np.float64)
+    return {"layers": layers, "rollout": cut, "series": tab["series"]}

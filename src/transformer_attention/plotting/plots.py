@@ -1,16 +1,11 @@
-"""One-shot figures: attention heatmaps, rollout bars and confusion matrices as matplotlib Figures.
-
-Nothing here goes through pyplot, so importing it changes no notebook's or GUI's backend. In a notebook a
-returned Figure displays itself; `figure_to_array` gives the (H, W, 3) uint8 image an image logger takes;
-`save_attention_png` writes a PNG file. Heatmaps: rows are queries, columns keys (the tutorials'
-`weights[q, k]`), coloured on a `scale` (scales.py) that the colour bar states; a text longer than `max_tokens`
-shows the keys its pooled row reads most, with their neighbours (windows.py).
-"""
+"""One-shot figures: attention heatmaps (queries down, keys across: `weights[q, k]`), rollout bars and confusion
+matrices as matplotlib Figures, never through pyplot (a notebook's backend stays as it is)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,9 +43,8 @@ def cut_note(shown: int, total: int) -> str:
     return f"first {shown} of {total} tokens" if shown < total else ""
 
 
-def noted(title: str | None, shown: int, total: int) -> str | None:
-    """`title` with the `cut_note` after it (or the note alone), when the text was cut."""
-    note = cut_note(shown, total)
+def noted(title: str | None, note: str) -> str | None:
+    """`title` with `note` after it (or the note alone)."""
     return (f"{title}  ({note})" if title else note) if note else title
 
 
@@ -67,14 +61,9 @@ def plot_attention(
     pooling: str = "cls",
     keep: Sequence[int] | None = None,
 ) -> Figure:
-    """A heatmap of one (T, T) attention map, or a grid of one panel per head for (H, T, T), coloured on
-    `scale`; with `mean`, a last panel of the heads' mean (when there is more than one head).
-
-    `tokens` label both axes (queries down, keys across). A text longer than `max_tokens` shows the tokens
-    `keep`, by default the keys its pooled row (`pooling`, the heads' mean) reads most with their neighbours
-    (`key_window`); a gap is marked `…` and the title says so, and the colours are those of the whole text (the
-    `uniform` scale's n is its length). Strip padding before calling.
-    """
+    """A heatmap of one (T, T) map, or a panel per head of (H, T, T) (with `mean`, then their mean), without
+    padding. A text longer than `max_tokens` shows the tokens `keep`, by default the keys its pooled row reads
+    most with their neighbours (`key_window`), coloured as in the whole text."""
     attention_window(tokens, weights, None)  # shapes checked
     full = as_numpy(weights)
     if keep is None:
@@ -90,8 +79,7 @@ def plot_attention(
         panel_titles, H = [*panel_titles, "mean of heads"], H + 1
     if len(panel_titles) != H:
         raise ValueError(f"{len(panel_titles)} panel titles for {H} attention maps")
-    note = window_note(len(keep), len(tokens), POOLED_ROW[pooling])
-    title = (f"{title}  ({note})" if title else note) if note else title
+    title = noted(title, window_note(len(keep), len(tokens), POOLED_ROW[pooling]))
     return AttentionGrid(shown, panel_titles, title, ncols=ncols, scale=scale, length=len(tokens)).draw(maps)
 
 
@@ -104,15 +92,13 @@ def plot_rollout(
     max_tokens: int | None = MAX_TOKENS,
     scale: str = DEFAULT_SCALE,
 ) -> Figure:
-    """Bars of each input token's share in the pooled vector, by attention rollout through all layers
-    (`attention_rollout`, then `pooled_rollout`), coloured on `scale`. `attentions`: one (H, T, T) map per
-    layer, padding cut off. A text longer than `max_tokens` shows its largest shares and their neighbours."""
+    """Bars of each token's share in the pooled vector by attention rollout (`attentions`: an (H, T, T) map per
+    layer, without padding); a text longer than `max_tokens` shows its largest shares and their neighbours."""
     shares = pooled_rollout(attention_rollout(attentions), pooling)
     if len(shares) != len(tokens):
         raise ValueError(f"{len(tokens)} tokens for a rollout over {len(shares)} positions: strip padding first")
     keep = key_window(shares, len(tokens) if max_tokens is None else max_tokens)
-    note = window_note(len(keep), len(tokens), f"{POOLED_ROW[pooling]} through all layers")
-    title = (f"{title}  ({note})" if title else note) if note else title
+    title = noted(title, window_note(len(keep), len(tokens), f"{POOLED_ROW[pooling]} through all layers"))
     return RolloutBars(window_labels(tokens, keep), title, scale=scale, length=len(tokens)).draw(shares[keep])
 
 
@@ -154,15 +140,10 @@ def figure_to_array(fig: Figure) -> np.ndarray:
 
 
 def save_attention_png(
-    path: str | Path,
-    tokens: Sequence[str],
-    weights: np.ndarray | torch.Tensor,
-    title: str | None = None,
-    **kwargs,
+    path: str | Path, tokens: Sequence[str], weights: Any, title: str | None = None, **kw: Any
 ) -> Path:
-    """`plot_attention(tokens, weights, title, **kwargs)` written to `path` as a PNG (atomically); returns the path."""
-    fig = plot_attention(tokens, weights, title, **kwargs)
-    return save_figure(fig, path)
+    """`plot_attention(tokens, weights, title, **kw)` written to `path` as a PNG (atomically)."""
+    return save_figure(plot_attention(tokens, weights, title, **kw), path)
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:

@@ -14,8 +14,7 @@ MAX_STEM = 60  # characters of a saved file's name before " - head view.svg"
 
 
 class Review(NamedTuple):
-    """The text a page is of: `text` as given, `text_tokens` the tokens the whole of it makes (more than the model
-    read when it was cut), and `unread` the text after the cut (empty when the model read it all)."""
+    """The text a page is of, the tokens the whole of it makes, and the text after the model's cut (or "")."""
 
     text: str
     text_tokens: int
@@ -29,15 +28,15 @@ def plain(text: str) -> str:
 
 def file_stem(name: str) -> str:
     """A file name's stem from a page's short name: characters no file system takes made `_`, at most MAX_STEM
-    characters (a review's whole text would pass the 255-byte limit of a file name, and the browser refuses it)."""
+    characters (a whole review passes the 255-byte limit of a file name)."""
     stem = " ".join(UNSAFE.sub("_", plain(name)).split())[:MAX_STEM].strip(" ._")
     return stem or "attention"
 
 
 def review_data(review: Review, read: int) -> dict[str, Any]:
     """What the page shows of `review`, the model having read `read` of its tokens: the text, and the cut."""
-    return {"text": plain(review.text), "read": read, "total": max(review.text_tokens, read),
-            "unread": plain(review.unread) if review.text_tokens > read else ""}  # fmt: skip
+    unread = plain(review.unread) if review.text_tokens > read else ""
+    return {"text": plain(review.text), "read": read, "total": max(review.text_tokens, read), "unread": unread}
 
 
 def read_note(read: int, total: int) -> str:
@@ -46,8 +45,7 @@ def read_note(read: int, total: int) -> str:
 
 
 def cut_review(text: str, read: int, tokenizer: Any) -> Review:
-    """`text` as a page shows it, the model having read its first `read` tokens (as `tokenizer`, a `tokenizers`
-    Tokenizer, cuts it): how many the whole text makes, and the text after the last one read."""
+    """`text` as a page shows it, the model (`tokenizer`) having read its first `read` tokens."""
     tokenizer.no_truncation()
     whole = tokenizer.encode(text)
     rest = text[whole.offsets[read - 1][1] :] if len(whole.ids) > read else ""

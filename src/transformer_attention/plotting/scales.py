@@ -1,7 +1,5 @@
-"""Colour scales for attention: what a weight's colour means. A trained model's heads are often diffuse (most
-weights 0.02 to 0.3 on a 30-token review), which the fixed 0-1 scale draws as near-blank; the other two scales
-make such heads readable and every caption and colour bar says which one is drawn. The arithmetic is NumPy's: a
-tensor given is converted first (style.as_numpy)."""
+"""Colour scales for attention: what a weight's colour means. A trained model's heads are often diffuse, which the
+fixed 0-1 scale draws as near-blank; the other two make them readable, and every colour bar says which is drawn."""
 
 from __future__ import annotations
 
@@ -39,8 +37,7 @@ def check_kind(kind: str) -> str:
 
 
 def map_shares(layers: Sequence[np.ndarray | torch.Tensor], kind: str) -> list[np.ndarray]:
-    """Each layer's (H, T, T) map as drawn: the weights as they are, or the norm-weighted maps with each row
-    scaled to sum 1 (the shares the page's switch and predict.py attention_map=norm show)."""
+    """Each layer's (H, T, T) map as drawn: the weights, or the norm-weighted maps, each row scaled to sum 1."""
     out = [as_numpy(m).astype(np.float32) for m in layers]
     if check_kind(kind) == "norm":
         out = [m / np.clip(m.sum(axis=-1, keepdims=True), 1e-12, None) for m in out]
@@ -60,10 +57,8 @@ def scale_note(scale: str) -> str:
 
 
 def scaled(weights: np.ndarray | torch.Tensor, scale: str = DEFAULT_SCALE, n: int | None = None) -> np.ndarray:
-    """`weights` (..., m), rows along the last axis, mapped to colour values in [0, 1] by `scale`: `fixed`
-    keeps them, `row` divides each row by its largest weight, `uniform` maps w to w·n / (w·n + 1), so that
-    a head that reads its n keys alike is drawn at half colour whatever n is. `n`: the keys the rows spread
-    over, by default m; a map cut to a window of a longer text passes the text's length."""
+    """`weights` (..., m) as colour values in [0, 1] by `scale` (`SCALES`: `uniform` draws an even spread at half
+    whatever n is). `n`: the keys the rows spread over, by default m (a window of a text passes the text's)."""
     w = np.clip(as_numpy(weights).astype(np.float64), 0.0, None)
     check_scale(scale)
     if scale == "row":

@@ -1,9 +1,6 @@
-"""What every attention image shares: the one 0-1 colour scale (`NORM`, `colors`), the sizes in pixels (DPI 72:
-1 pt = 1 px) chosen for TensorBoard's image card (`CARD_PX` wide), and the pieces the fast figures
-(figures.py) are drawn from: a `Frame` whose static part is drawn once, Pillow text with matplotlib's own
-font, a wrapped header, a colour bar strip. Figures are `matplotlib.figure.Figure` with an Agg canvas, never
-pyplot.
-"""
+"""What every attention image shares: the one 0-1 colour scale (`NORM`, `colors`), sizes in pixels (DPI 72: 1 pt =
+1 px) for TensorBoard's image card (`CARD_PX` wide), and `Drawn`, what the fast figures are made of: a static part
+drawn once with matplotlib (no pyplot), and text written with Pillow in matplotlib's own font."""
 
 from __future__ import annotations
 
@@ -54,8 +51,8 @@ def text_px(text: str, size: int) -> float:
 
 
 class Frame:
-    """A figure whose static part (labels, titles, colour bar) is drawn once, without the `hidden` artists;
-    `pixels()` returns a copy of those RGB pixels for a caller to write cells (arrays) and texts (`text`) into."""
+    """A figure's static part (labels, titles, colour bar) drawn once, without the `hidden` artists; `pixels()`
+    returns a copy of those RGB pixels for a caller to write cells and texts into."""
 
     def __init__(self, fig: Figure, hidden: Sequence, copies: Sequence[tuple[tuple, tuple]] = ()) -> None:
         self.fig, self.hidden = fig, list(hidden)  # artists left out of the static frame
@@ -98,8 +95,7 @@ def font(size: int) -> ImageFont.FreeTypeFont:
 
 
 def write_texts(pixels: np.ndarray, texts: Sequence[tuple[tuple[float, float], str]], size: int, fill: str) -> None:
-    """Write each `((x, y) px of its top-left corner, text)` into the (H, W, 3) `pixels`, in place (through
-    the band of rows the texts cover, not a copy of the whole image)."""
+    """Write each `((x, y) px of its top-left corner, text)` into the (H, W, 3) `pixels`, in place."""
     top = max(0, int(min(y for (_, y), _ in texts)))
     bottom = min(len(pixels), int(max(y for (_, y), _ in texts) + 2 * size))
     band = Image.fromarray(pixels[top:bottom])
@@ -137,9 +133,8 @@ BAR_PX = 68  # the colour bar strip at the bottom of every attention image (its 
 
 
 def draw_colorbar(fig: Figure, label: str) -> None:
-    """A horizontal 0-1 colour bar in the strip at the bottom of `fig`: the colours as an image (one pixel
-    column per step, in an axes without axis), ticks and labels as lines and texts (no tick machinery); `label`
-    (what a colour means: say, the scale) wrapped to three lines at most."""
+    """A 0-1 colour bar in the strip at the bottom of `fig` (ticks as plain lines and texts) over `label`, what a
+    colour means, in three lines at most."""
     W, H = fig.get_figwidth() * DPI, fig.get_figheight() * DPI
     left, width, top = int(0.1 * W), int(0.8 * W), int(H) - 55  # bar: 9 px high, its top 55 px above the bottom
     bar = fig.add_axes((left / W, 1 - (top + 9) / H, width / W, 9 / H))  # scales with the figure's dpi
@@ -159,8 +154,43 @@ def colour_table() -> np.ndarray:
 
 
 def colors(values: np.ndarray) -> np.ndarray:
-    """RGB uint8 colours of `values` on the one attention scale (0 to 1, clipped), exactly as imshow draws
-    them (matplotlib's lookup: entry floor(v * N), the top value in the last entry)."""
+    """RGB uint8 colours of `values` on the one attention scale (0 to 1, clipped), exactly as imshow draws them."""
     lut = colour_table()
     index = (np.asarray(values, dtype=np.float32) * len(lut)).astype(np.int64)
     return lut[np.clip(index, 0, len(lut) - 1)]
+
+
+class Drawn:
+    """A figure whose static part is drawn once (`prepare`, else the first render) and whose status line, under the
+    title, changes from image to image: `_start` makes the figure and its header, `_freeze` its colour bar and
+    frame once everything static is drawn."""
+
+    fig: Figure
+    status: Text | None
+    status_xy: tuple[int, int]
+    _frame: Frame
+
+    def _start(self, width: float, height: float, title: str | None, status: bool) -> Figure:
+        self.fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI)
+        self.status, self.status_xy = draw_header(self.fig, title, status)
+        return self.fig
+
+    def _freeze(self, label: str, hidden: Sequence = (), copies: Sequence[tuple[tuple, tuple]] = ()) -> None:
+        draw_colorbar(self.fig, label)
+        shown = [self.status] if self.status is not None else []
+        self._frame = Frame(self.fig, hidden=[*shown, *hidden], copies=copies)
+
+    def prepare(self) -> None:
+        """Draw the static part now (else the first `render` does)."""
+        self._frame.pixels()
+
+    def _say(self, status: str | None) -> None:
+        """The status line of a `draw`."""
+        if self.status is not None:
+            self.status.set_text(status or "")
+
+    def _stamp(self, pixels: np.ndarray, status: str | None) -> np.ndarray:
+        """`pixels` with the status line of a `render` written in."""
+        if self.status is not None and status:
+            write_texts(pixels, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
+        return pixels

@@ -1,11 +1,6 @@
-"""The review as text: its own words wrapped as paragraphs, each word shaded by the weight the classifier's
-pooled row gives it (words.py: the `[CLS]` row or the mean of the rows; word pieces joined, their weights
-summed), one paragraph per view (a layer's mean of heads, the rollout, a head). Sized for TensorBoard's image
-card (`CARD_PX` wide, so it is shown at actual size): a whole 512-token IMDB review stays 12 px text.
-
-Like the maps (figures.py), the static part (title, colour bar) is drawn once with matplotlib; each
-`render` writes only the shaded words and the paragraph labels (Pillow, with matplotlib's own font).
-"""
+"""The review as text, its words wrapped as paragraphs and each shaded by the weight the pooled row gives it (word
+pieces joined), a paragraph per view (a layer's mean of heads, a head, the rollout), 12 px text on the image card;
+like the maps (figures.py), the static part is drawn once."""
 
 from __future__ import annotations
 
@@ -22,16 +17,12 @@ from .style import (
     BAR_PX,
     CARD_PX,
     DPI,
-    STATUS_COLOUR,
     TITLE_PX,
-    Frame,
+    Drawn,
     as_numpy,
     colors,
-    draw_colorbar,
-    draw_header,
     font,
     header_px,
-    write_texts,
 )
 from .words import POOLED_ROW, join_pieces, pooled_row, word_values
 
@@ -41,13 +32,10 @@ PAD_PX, SPACE_PX, EDGE_PX = 2, 3, 4  # inside a word's box, between boxes, at th
 LABEL_PX = TITLE_PX + 6  # a paragraph's label line
 
 
-class ReviewText:
-    """`paragraphs` copies of the text's words, wrapped to `width` px, each word on a box coloured by its
-    weight on `scale`, with the colour bar saying which row it is (`pooling`) and which scale.
-
-    `render(pooled, labels, status)` takes (paragraphs, T) per-token weights (each a pooled row, e.g.
-    `pooled_row(layer, pooling)`) and returns the (H, W, 3) uint8 pixels: each word's weight is the sum of its
-    pieces' (`word_values`), so a row that sums to 1 over tokens still does over words."""
+class ReviewText(Drawn):
+    """`paragraphs` copies of the text's words wrapped to `width` px, each word on a box coloured by its weight on
+    `scale` (the sum of its pieces', `word_values`); the first `signed` paragraphs are signed scores.
+    `render(pooled, labels, status)` takes (paragraphs, T) pooled rows and returns the pixels."""
 
     def __init__(
         self,
@@ -84,20 +72,13 @@ class ReviewText:
         self.head = header_px(title, width, status)
         self.block = LABEL_PX + self.lines * LINE_PX + 8  # one paragraph: its label, its lines, a gap
         H = self.head + paragraphs * self.block + BAR_PX
-        self.fig = fig = Figure(figsize=(width / DPI, H / DPI), dpi=DPI)
-        self.status, self.status_xy = draw_header(fig, title, status)
+        self._start(width, H, title, status)
         given = ("weight", "weights") if check_kind(kind) == "weight" else ("weight x norm share", "shares")
         what = f"the {given[0]} {POOLED_ROW[pooling]} gives each word (word pieces joined, {given[1]} summed)"
-        draw_colorbar(fig, f"{what} \u00b7 {scale_note(scale)}")
-        self._frame = Frame(fig, hidden=[self.status] if self.status is not None else [])
-
-    def prepare(self) -> None:
-        """Draw the static part now (else the first `render` does)."""
-        self._frame.pixels()
+        self._freeze(f"{what} \u00b7 {scale_note(scale)}")
 
     def word_colours(self, pooled: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        """(paragraphs, words) weights of each word (its pieces summed) in the (P, T) `pooled` rows, and their values
-        on the scale."""
+        """Each word's weight (its pieces summed) in the (P, T) `pooled` rows, and its value on the scale."""
         r = as_numpy(pooled)
         if r.shape != (self.paragraphs, len(self.tokens)):
             raise ValueError(f"{tuple(r.shape)} rows for {self.paragraphs} paragraphs of {len(self.tokens)} tokens")
@@ -124,13 +105,10 @@ class ReviewText:
                 draw.rectangle((x, y, x + w - 1, y + LINE_PX - 3), fill=tuple(int(c) for c in colour))
                 light = float(colour @ np.array([0.299, 0.587, 0.114])) < 140  # dark box: white letters
                 draw.text((x + PAD_PX, y + 1), word.text, font=face, fill="white" if light else "black")
-        out = np.asarray(image).copy()
-        if self.status is not None and status:
-            write_texts(out, [(self.status_xy, status)], TITLE_PX, STATUS_COLOUR)
-        return out
+        return self._stamp(np.asarray(image).copy(), status)
 
     def draw(self, pooled: np.ndarray | torch.Tensor, labels: Sequence[str], status: str | None = None) -> Figure:
-        """A figure of the rendered text, for a notebook (displays itself) or `save_figure`."""
+        """A figure of the rendered text (a notebook displays it)."""
         pixels = self.render(pooled, labels, status)
         H, W = pixels.shape[:2]
         fig = Figure(figsize=(W / DPI, H / DPI), dpi=DPI)
@@ -142,8 +120,7 @@ FOR, AGAINST = np.array([31, 119, 180]), np.array([255, 127, 14])  # the page's 
 
 
 def signed_colours(values: np.ndarray) -> np.ndarray:
-    """RGB uint8 colours of signed values in [-1, 1]: white to blue for positive (towards the class explained),
-    white to orange for negative (against it), as the page shades them."""
+    """RGB uint8 colours of values in [-1, 1]: white to blue towards the class explained, to orange against it."""
     v = np.clip(np.asarray(values, dtype=np.float64), -1.0, 1.0)[:, None]  # (words, 1)
     tint = np.where(v >= 0, FOR, AGAINST)  # (words, 3)
     return np.rint(255.0 + np.abs(v) * (tint - 255.0)).astype(np.uint8)
@@ -152,9 +129,8 @@ def signed_colours(values: np.ndarray) -> np.ndarray:
 def paragraphs(
     layers: Sequence[np.ndarray | torch.Tensor], pooling: str = "cls", heads: int = 0, shares: np.ndarray | None = None
 ) -> tuple[np.ndarray, list[str]]:
-    """A text view's pooled rows (P, T) and labels from one (H, T, T) map per layer: each layer's pooled row (mean of
-    heads), after it its `heads` most focused heads (the least even pooled rows), then the rollout's
-    (`shares`, when already computed)."""
+    """A text view's pooled rows (P, T) and labels from an (H, T, T) map per layer: each layer's (mean of heads)
+    and its `heads` most focused heads, then the rollout's (`shares`, when already computed)."""
     pooled, labels = [], []
     for layer, weights in enumerate(layers):
         w = as_numpy(weights)  # (H, T, T)

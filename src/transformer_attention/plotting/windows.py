@@ -1,6 +1,5 @@
-"""Which tokens a token-by-token map of a long text shows: the keys the pooled row reads most, each with its
-neighbours, as windows in text order with the gaps marked, instead of the text's first tokens (a review's
-verdict often comes at its end). NumPy only."""
+"""Which tokens a map of a long text shows: the keys the pooled row reads most, with their neighbours, in text
+order and the gaps marked, rather than its first tokens (a review's verdict often comes at its end)."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ GAP = "\u2026"  # marks a token that follows a gap: the tokens between were left
 
 
 def key_window(shares: np.ndarray | torch.Tensor | Sequence[float], max_tokens: int, context: int = 1) -> list[int]:
-    """The positions (sorted) a map of at most `max_tokens` tokens shows: all of them when they fit; else the
-    first (`[CLS]`), then the keys with the largest `shares` (say, the pooled row's weights), each with its
-    `context` neighbours on either side while they fit, the key alone when they do not."""
+    """The positions (sorted) a map of at most `max_tokens` tokens shows: all when they fit, else the first
+    (`[CLS]`), then the keys of largest `shares`, each with its `context` neighbours while they fit."""
     s = as_numpy(shares).astype(np.float64)
     n = len(s)
     if max_tokens < 1:
