@@ -1,8 +1,5 @@
-"""What every settings check shares (the config check, the model's, the data's, pretraining's, predict's): whole
-numbers and real numbers that are not booleans (`True` is an int in Python, never a size here), the nearest known
-name for a "did you mean" hint, `settings_of`, which builds a settings dataclass from a config node's values, and
-`lazy_face`, which keeps the packages whose names need torch from importing it before the check. Standard library
-only."""
+"""What every settings check shares: numbers that are not booleans, a "did you mean" hint, settings dataclasses built
+from a config node (`settings_of`), and `lazy_face`, which keeps torch out until a name needs it. Standard library."""
 
 from __future__ import annotations
 
@@ -47,9 +44,8 @@ def closest(name: Any, known: Sequence[str]) -> str | None:
 
 
 def settings_of(kind: type[T], values: Mapping[str, Any], prefix: str, what: str) -> T:
-    """`kind(**values)`: a settings dataclass that checks its own fields when built. A key it has no field for is a
-    ConfigError that names `prefix + key`, `what` the settings are of, and the nearest field (`+model.key=...` gets
-    past Hydra's schema)."""
+    """`kind(**values)`, a settings dataclass that checks its own fields; a key it has no field for (`+model.key=...`
+    gets past Hydra's schema) is a ConfigError naming `prefix + key`, `what` the settings are of, the nearest field."""
     known = [f.name for f in fields(kind)]
     for key in values:
         if key not in known:
@@ -61,9 +57,8 @@ def settings_of(kind: type[T], values: Mapping[str, Any], prefix: str, what: str
 
 
 def lazy_face(package: str, names_by_module: Mapping[str, Sequence[str]]) -> tuple[Callable[[str], Any], list[str]]:
-    """A package's `__getattr__` (PEP 562) that imports a name's module (`names_by_module`: module -> names) on the
-    name's first use, and the names it serves (for `__all__`): a package whose names need torch (model, data,
-    analysis, pretraining) then lets a config be checked, and refused, in about a second."""
+    """A package's `__getattr__` (PEP 562) that imports a name's module on its first use, and the names it serves:
+    a config is then checked, and refused, in about a second, before torch is imported."""
     where = {name: module for module, names in names_by_module.items() for name in names}
 
     def __getattr__(name: str) -> Any:

@@ -1,6 +1,5 @@
-"""The project's error kinds: bad input a user can fix. The entry points print each as one line,
-`<kind>: <message>`, never a traceback (`cli.run`); a sweep's job returns one as `JobFailed`, so the
-sweep records the job as failed, goes on, and names it at its end. Standard library only."""
+"""The project's error kinds, bad input a user can fix: the entry points print each as one line, `<kind>: <message>`;
+a sweep's job returns one as `JobFailed`, so the sweep records the job as failed and goes on."""
 
 
 class UserError(Exception):
@@ -40,14 +39,12 @@ class DiskError(UserError, OSError):
 
 
 def printable(text: object) -> str:
-    """`text` safe to print on a terminal: control and other unprintable characters (escape sequences,
-    newlines, U+2028) as Python escapes, e.g. a label name read from a checkpoint."""
+    """`text` safe to print on a terminal: unprintable characters (escape sequences, newlines) as Python escapes."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 class JobFailed:
-    """What a sweep's job returns when its input was bad (a UserError): the sweep goes on, records the job as
-    failed and names it at the end (cli/summary.py), with no traceback."""
+    """What a sweep's job returns for a UserError: the sweep records it as failed and names it at its end."""
 
     def __init__(self, kind: str, message: str) -> None:
         self.kind, self.message = kind, message

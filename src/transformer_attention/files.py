@@ -1,9 +1,5 @@
-"""Files a run writes, and who may write them: `atomic_write` (the one way this project replaces a file),
-`hold_lock` (the one lock, filelock's: run folders, Optuna studies, the pretrained-encoder cache) and `RunLog` (a
-run's log file, held back until the run owns its folder).
-
-Standard library and filelock only: the entry points take a run folder's lock before torch is imported.
-"""
+"""Files a run writes, and who may write them: `atomic_write`, `hold_lock` (the one lock: run folders, studies,
+caches) and `RunLog`. Standard library and filelock only: a run folder is locked before torch is imported."""
 
 from __future__ import annotations
 
@@ -28,10 +24,9 @@ Content = bytes | bytearray | memoryview | str | Callable[[BinaryIO], object]
 
 
 def atomic_write(path: str | Path, content: Content) -> Path:
-    """Write `content` (bytes, text as UTF-8, or a function that writes into the open binary file) to `path`
-    so that no reader ever sees half a file: into a hidden temporary file in the same folder, synced, then
-    renamed over `path`. A failure leaves `path` as it was and no temporary file behind; a full disk is a
-    DiskError naming the folder and its free space."""
+    """Write `content` (bytes, text, or a function that writes into the open binary file) to `path` through a synced
+    temporary file renamed over it: no reader sees half a file, a failure leaves `path` as it was and no temporary
+    file; a full disk is a DiskError naming the folder and its free space."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
@@ -48,22 +43,15 @@ def atomic_write(path: str | Path, content: Content) -> Path:
     except BaseException as err:
         tmp.unlink(missing_ok=True)
         if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskError(disk_full_message(path, None if callable(data) else len(data))) from None
+            usage, mib = shutil.disk_usage(path.parent), 1024 * 1024
+            size = "" if callable(data) else f" ({len(data) / mib:.2f} MiB)"
+            raise DiskError(
+                f"no space left to write {path.name}{size} in {path.parent}: {usage.free / mib:.2f} MiB free of "
+                f"{usage.total / mib:.1f} MiB; every file already there is complete. Free space there, or run with "
+                "paths.log_dir=<a folder on a disk with space>"
+            ) from None
         raise
     return path
-
-
-def disk_full_message(target: Path, needed: int | None = None) -> str:
-    """What to say when `target` (`needed` bytes, when known) could not be written for lack of space: the folder
-    and its free space."""
-    usage = shutil.disk_usage(target.parent)
-    mib = 1024 * 1024
-    size = f" ({needed / mib:.2f} MiB)" if needed is not None else ""
-    return (
-        f"no space left to write {target.name}{size} in {target.parent}: {usage.free / mib:.2f} MiB free of "
-        f"{usage.total / mib:.1f} MiB; every file already there is complete. Free space there, or run with "
-        f"paths.log_dir=<a folder on a disk with space>"
-    )
 
 
 class Busy(Exception):
@@ -75,10 +63,9 @@ class Busy(Exception):
 
 
 def hold_lock(path: str | Path, wait: bool = False, until_exit: bool = False) -> FileLock:
-    """Take the exclusive lock `path` (filelock: the kernel drops it when the process ends, even on `kill -9`).
-    Without `wait`, a lock another process holds raises Busy at once; with it, say once who holds it (info),
-    then wait for that process. The holder's process id goes to `<path>.pid` for the messages; a pid left there
-    by a dead holder is logged as a stale lock taken over. `until_exit`: released when this process exits."""
+    """Take the exclusive lock `path` (the kernel drops it when the process ends, even on `kill -9`). Held by another
+    process: Busy at once, or with `wait` say once who holds it and wait. The holder's id goes to `<path>.pid`, for
+    the messages. `until_exit`: released when this process exits."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path), timeout=-1 if wait else 0)
@@ -104,8 +91,8 @@ def hold_lock(path: str | Path, wait: bool = False, until_exit: bool = False) ->
 
 
 def release_lock(lock: FileLock) -> None:
-    """Let go of a lock `hold_lock` took, first removing its `.pid` file (the lock file stays: a process may be
-    waiting on it, and one removed under it would let a third process take a second lock on a new file)."""
+    """Let go of a lock `hold_lock` took, and its `.pid` file (the lock file stays: one removed under a waiting
+    process would let a third take a second lock on a new file)."""
     if not lock.is_locked:
         return
     path = Path(lock.lock_file)
@@ -114,8 +101,7 @@ def release_lock(lock: FileLock) -> None:
 
 
 def holder_of(path: str | Path) -> str | None:
-    """The process holding the lock `path` now (its id, or "?"), None when no live process holds it. Touches
-    nothing: a missing lock file is not made, an existing one is neither written nor left locked."""
+    """The process holding the lock `path` now (its id, or "?"), None when none does; makes or writes no file."""
     path = Path(path)
     if not path.is_file():
         return None
@@ -129,8 +115,7 @@ def holder_of(path: str | Path) -> str | None:
 
 
 def _holder(owner: Path, patience: float = 1.0) -> str:
-    """The process id in `owner`, waiting up to `patience` seconds for a holder that took the lock an instant ago
-    to write it ("" if it never does)."""
+    """The process id in `owner`, waiting up to `patience` seconds for a holder that just took the lock."""
     deadline = time.monotonic() + patience
     while not (holder := _read(owner)) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -156,15 +141,13 @@ def run_dir_of(ckpt_path: str | Path | None) -> Path | None:
 
 
 def resumed_in_place(ckpt_path: str | Path | None, output_dir: str | Path) -> bool:
-    """Whether a run in `output_dir` resumes `ckpt_path` inside the run folder that wrote it (train.yaml's
-    hydra.run.dir puts it there)."""
+    """Whether a run in `output_dir` resumes `ckpt_path` inside the run folder that wrote it."""
     run = run_dir_of(ckpt_path)
     return run is not None and run == Path(output_dir).resolve()
 
 
 def shown(path: str | Path) -> str:
-    """`path` as the console shows it: relative to the working directory when it lies under it (shorter, still
-    copyable), else as it is."""
+    """`path` relative to the working directory when it lies under it, else as it is."""
     try:
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
     except (ValueError, OSError):
@@ -172,10 +155,9 @@ def shown(path: str | Path) -> str:
 
 
 class RunLog(logging.FileHandler):
-    """Hydra's log file of a run (conf/hydra/default.yaml: `hydra.job_logging.handlers.file`), that holds its records
-    back until the run owns its folder (`start_run_log`): a run refused before that (a folder in use, a checkpoint
-    of another kind, any check before work) writes no line, nor an empty file, into another run's folder
-    (`drop_run_log`). A run that ends otherwise (a crash included) writes what it held when its log closes."""
+    """A run's log file (conf/hydra/default.yaml) that holds its records back until the run owns its folder
+    (`start_run_log`): a run refused before that writes nothing into another run's folder (`drop_run_log`); one
+    that ends otherwise, a crash included, writes what it held when its log closes."""
 
     def __init__(self, filename: str, mode: str = "a", encoding: str | None = None, errors: str | None = None) -> None:
         super().__init__(filename, mode=mode, encoding=encoding, delay=True, errors=errors)
