@@ -36,7 +36,7 @@ SETTINGS = {
     "jemalloc": {"LD_PRELOAD": str(LIBS / "libjemalloc.so.2")},
     "tcmalloc": {"LD_PRELOAD": str(LIBS / "libtcmalloc_minimal.so.4")},
 }
-WORKLOADS = ("math_attention", "train_math", "train_sdpa", "train_chunked")
+WORKLOADS = ("math_attention", "train_math", "train_sdpa")
 
 
 def child(workload: str, calls: int) -> dict:

@@ -3,7 +3,7 @@
     python benchmarks/attention.py [--seqs 128 256 512 1024 2048] [--rounds 5] [--dropout 0.0]
 
 Batch 32, d_model 128, 4 heads, about 30% padding (row lengths uniform in [0.4 T, T]).
-Side by side in one process: our MultiHeadAttention with attention_impl = math, chunked, sdpa,
+Side by side in one process: our MultiHeadAttention with attention_impl = math, sdpa,
 and torch.nn.MultiheadAttention (need_weights=False, so it runs torch's fused SDPA kernel).
 Each candidate is the whole module (QKV projection, attention, output projection), timed on
 forward + backward with interleaved rounds (median). Peak memory is the largest amount of
@@ -24,7 +24,7 @@ from torch import nn
 
 from transformer_attention.model import MultiHeadAttention
 
-IMPLS = ("math", "chunked", "sdpa", "torch")
+IMPLS = ("math", "sdpa", "torch")
 
 
 def make_batch(B: int, T: int, D: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,6 +1,6 @@
 """Does torch.compile pay for the classifier training step? Eager against compiled, per path.
 
-    python benchmarks/compile.py [--impls sdpa math chunked torch] [--rounds 5] [--precision fp32]
+    python benchmarks/compile.py [--impls sdpa math torch] [--rounds 5] [--precision fp32]
 
 Same model, batch and step as benchmarks/train_step.py (dropout 0.1 on the residual and FFN
 paths, attention dropout 0; our classifier's own forward, [CLS] row only in the last layer).
@@ -30,7 +30,7 @@ def build(impl: str, dropout: float, attention_dropout: float) -> torch.nn.Modul
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--impls", nargs="+", default=["sdpa", "chunked", "math", "torch"])
+    parser.add_argument("--impls", nargs="+", default=["sdpa", "math", "torch"])
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--dropout", type=float, default=0.1)

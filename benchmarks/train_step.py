@@ -64,7 +64,7 @@ class Ours(nn.Module):
     model must (like for like); True is the classifier's own forward, which computes only the
     [CLS] row there because [CLS] pooling reads nothing else."""
 
-    def __init__(self, impl: str, dropout: float, attention_dropout: float, cls_only: bool = False, fast: bool = False):
+    def __init__(self, impl: str, dropout: float, attention_dropout: float, cls_only: bool = False):
         super().__init__()
         self.cls_only = cls_only
         self.net = TransformerClassifier(
@@ -75,7 +75,6 @@ class Ours(nn.Module):
             dropout=dropout,
             attention_dropout=attention_dropout,
             attention_impl=impl,
-            fast_dropout=fast,
         )
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -120,19 +119,16 @@ def model_flops(batch: dict[str, torch.Tensor], cls_only: bool = False) -> int:
     return counter.get_total_flops()
 
 
-def candidates(dropout: float) -> dict[str, tuple[str, float, bool, bool]]:
-    """name -> (impl, attention dropout, cls_only, fast_dropout). Like for like first: every row, the
-    same dropout on the attention weights as torch's layer; then our other settings."""
-    names = {"torch": ("torch", dropout, False, False)}
-    names |= {impl: (impl, dropout, False, False) for impl in ("math", "chunked", "sdpa")}
+def candidates(dropout: float) -> dict[str, tuple[str, float, bool]]:
+    """name -> (impl, attention dropout, cls_only). Like for like first: every row, the same dropout on the
+    attention weights as torch's layer; then our other settings, the last row the default step."""
+    names = {"torch": ("torch", dropout, False)}
+    names |= {impl: (impl, dropout, False) for impl in ("math", "sdpa")}
     if dropout > 0:
-        names |= {f"{impl} attn_dropout=0": (impl, 0.0, False, False) for impl in ("chunked", "sdpa")}
-    names |= {"sdpa cls-only": ("sdpa", dropout, True, False), "chunked cls-only": ("chunked", dropout, True, False)}
+        names["sdpa attn_dropout=0"] = ("sdpa", 0.0, False)
+    names["sdpa cls-only"] = ("sdpa", dropout, True)
     if dropout > 0:
-        names |= {
-            "sdpa cls-only attn_dropout=0": ("sdpa", 0.0, True, False),
-            "sdpa cls-only attn_dropout=0 fast_dropout": ("sdpa", 0.0, True, True),
-        }
+        names["sdpa cls-only attn_dropout=0"] = ("sdpa", 0.0, True)
     return names
 
 
@@ -159,12 +155,12 @@ def main() -> None:
     for precision in args.precisions:
         for dropout in args.dropouts:
             fns = {}
-            for name, (impl, attn_p, cls_only, fast) in candidates(dropout).items():
+            for name, (impl, attn_p, cls_only) in candidates(dropout).items():
                 torch.manual_seed(0)
                 if impl == "torch":
                     model = TorchEncoderClassifier(**SIZES, dropout=dropout)
                 else:
-                    model = Ours(impl, dropout, attn_p, cls_only, fast)
+                    model = Ours(impl, dropout, attn_p, cls_only)
                 fns[name] = make_step(model, batch, precision == "bf16")
             matmul, matmul_flop = matmul_step(torch.bfloat16 if precision == "bf16" else torch.float32)
             fns[MATMUL] = matmul  # the ceiling, timed among the candidates: under the same load

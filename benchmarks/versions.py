@@ -7,7 +7,7 @@ The base revision's `src/transformer_attention/model/` (it imports only torch) i
 interleaved rounds (median). Sizes as benchmarks/train_step.py: d_model 128, 4 heads, 2 layers,
 ff 256, batch 32 x seq 256 with ~30% padding, AdamW. Both models start from the same weights.
 "cls-only" is the classifier's own forward (the training path); "every row" runs the whole last
-layer. Rows with "fast_dropout" exist only in versions that have the setting.
+layer.
 Prints a table and writes benchmarks/results/versions.json.
 """
 
@@ -35,15 +35,13 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "src/transformer_attention/model"
 SIZES = {"d_model": 128, "num_heads": 4, "num_layers": 2, "dim_feedforward": 256, "max_len": 1024}
 # name -> (settings, cls_only); the first is the training default of conf/model
-SDPA, MATH, CHUNKED = ({"attention_impl": impl} for impl in ("sdpa", "math", "chunked"))
+SDPA, MATH = ({"attention_impl": impl} for impl in ("sdpa", "math"))
 WEIGHTS = {"dropout": 0.1, "attention_dropout": 0.1}  # dropout on the attention weights too
 CASES = {
     "sdpa cls-only, dropout 0.1, attn 0 (default)": ({**SDPA, "dropout": 0.1}, True),
-    "sdpa cls-only, dropout 0.1, attn 0, fast_dropout": ({**SDPA, "dropout": 0.1, "fast_dropout": True}, True),
     "sdpa cls-only, dropout 0": ({**SDPA, "dropout": 0.0}, True),
     "math every row, dropout 0": ({**MATH, "dropout": 0.0}, False),
     "math every row, dropout 0.1 incl. weights": ({**MATH, **WEIGHTS}, False),
-    "chunked every row, dropout 0.1 incl. weights": ({**CHUNKED, **WEIGHTS}, False),
 }
 
 

@@ -390,12 +390,12 @@ def counting(net: torch.nn.Module, monkeypatch: pytest.MonkeyPatch | None = None
                 trace.logits.register_hook(backward)
             return trace
 
-        def zeroed(x, weights, layer, mask):
+        def zeroed(traced, layer, mask):
             made["forward"] += int(mask.sum())
-            return layer_map(x, weights, layer, mask)
+            return layer_map(traced, layer, mask)
 
-        for module in (_forward, *(sys.modules[f"transformer_attention.analysis.methods.{m}"] for m in
-                                   ("_maps", "decompx", "attnlrp"))):  # fmt: skip
+        users = [sys.modules[f"transformer_attention.analysis.methods.{m}"] for m in ("_maps", "decompx", "attnlrp")]
+        for module in (_forward, *users):
             monkeypatch.setattr(module, "run", written_out)
         monkeypatch.setattr(value_zeroing, "layer_map", zeroed)
     return made

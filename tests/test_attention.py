@@ -1,6 +1,6 @@
 """Attention against oracles: a NumPy reference, torch.nn.MultiheadAttention, gradcheck, mask rules.
 
-Every attention path (math, sdpa, chunked) is held to the same oracles; the weights, which only the
+Every attention path (math, sdpa) is held to the same oracles; the weights, which only the
 math path returns, are checked on it."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from transformer_attention.model import (
     ATTENTION_IMPLS,
     MultiHeadAttention,
     causal_mask,
-    chunked_attention,
     padding_mask,
     scaled_dot_product_attention,
     sdpa_attention,
@@ -28,7 +27,6 @@ from transformer_attention.model import (
 ATTEND = {
     "math": lambda q, k, v, mask: scaled_dot_product_attention(q, k, v, mask)[0],
     "sdpa": sdpa_attention,
-    "chunked": lambda q, k, v, mask: chunked_attention(q, k, v, mask, block_q=2, block_k=3),  # several tiles
 }
 
 
@@ -203,26 +201,14 @@ def test_the_math_path_reads_like_the_tutorial():
 
 def test_the_module_reads_like_the_tutorial():
     """MultiHeadAttention.forward takes at most 5 arguments; one default kernel, shared by the settings, the layer
-    and the module; the kernel is chosen when the module is built, not looked up at each call."""
+    and the module."""
     from transformer_attention.model import EncoderConfig, TransformerEncoderLayer
-    from transformer_attention.model import attention as attention_module
 
     params = [p for p in inspect.signature(MultiHeadAttention.forward).parameters if p != "self"]
     assert params == ["query", "key", "value", "mask", "need_weights"]
     default = inspect.signature(MultiHeadAttention).parameters["attention_impl"].default
     assert default == EncoderConfig().attention_impl
     assert inspect.signature(TransformerEncoderLayer).parameters["attention_impl"].default == default
-    built = {impl: MultiHeadAttention(12, 3, dropout=0.0, attention_impl=impl).eval() for impl in ATTENTION_IMPLS}
-    x = torch.randn(2, 5, 12)
-    expected = {impl: mha(x, need_weights=False)[0] for impl, mha in built.items()}
-    saved = dict(attention_module.KERNELS)
-    try:  # a kernel table emptied after construction: the modules keep the kernel they were built with
-        attention_module.KERNELS.clear()
-        for impl, mha in built.items():
-            assert mha.kernel is saved[impl]
-            assert torch.equal(mha(x, need_weights=False)[0], expected[impl])
-    finally:
-        attention_module.KERNELS.update(saved)
 
 
 @pytest.mark.parametrize("impl", ATTENTION_IMPLS)
@@ -280,7 +266,7 @@ def test_bad_mask_shape_names_shapes(impl: str):
 def test_bad_settings_are_clear_errors():
     with pytest.raises(ValueError, match="d_model=10.*num_heads=3"):
         MultiHeadAttention(10, 3)
-    with pytest.raises(ValueError, match="attention_impl='flash'.*math, sdpa, chunked"):
+    with pytest.raises(ValueError, match="attention_impl='flash'.*math, sdpa"):
         MultiHeadAttention(8, 2, attention_impl="flash")
 
 

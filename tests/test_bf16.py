@@ -48,7 +48,7 @@ def test_autocast_bf16_on_gpu_tracks_fp32(impl: str):
     model = TransformerClassifier(**SIZES, dropout=0.1, attention_dropout=0.1, attention_impl=impl).cuda()
     tokens, labels = (t.cuda() for t in batch())
     expected = model.eval()(tokens).logits
-    model.train()  # dropout on: the chunked path's replayed masks run on the GPU generator
+    model.train()  # dropout on, drawn on the GPU
     with torch.autocast("cuda", dtype=torch.bfloat16):
         logits = model(tokens).logits
     torch.nn.functional.cross_entropy(logits.float(), labels).backward()

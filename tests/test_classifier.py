@@ -79,14 +79,14 @@ def test_output_is_a_named_tuple_with_per_layer_weights():
 
 
 def test_built_from_a_config_whose_fields_settings_override():
-    config = EncoderConfig(d_model=24, num_heads=3, num_layers=1, attention_impl="chunked", pooling="mean")
+    config = EncoderConfig(d_model=24, num_heads=3, num_layers=1, attention_impl="math", pooling="mean")
     model = TransformerClassifier(config, vocab_size=30, num_classes=4, num_heads=2, dropout=0.2)
     assert model.config == EncoderConfig(
-        d_model=24, num_heads=2, num_layers=1, attention_impl="chunked", pooling="mean", dropout=0.2
+        d_model=24, num_heads=2, num_layers=1, attention_impl="math", pooling="mean", dropout=0.2
     )
     assert config.num_heads == 3  # the caller's config is left alone
     attn = model.encoder.layers[0].self_attn
-    assert (attn.num_heads, attn.attention_impl, attn.dropout.p) == (2, "chunked", 0.0)
+    assert (attn.num_heads, attn.attention_impl, attn.dropout.p) == (2, "math", 0.0)
     assert len(model.encoder.layers) == 1 and model.head.out_features == 4
     assert TransformerClassifier(vocab_size=30, num_classes=2).config == EncoderConfig()  # the defaults
 

@@ -1,6 +1,6 @@
 """The model on a CUDA GPU: every attention path equal to the math and to PyTorch's own layers, in fp32 (the CPU's
-tolerance) and bf16, padding invariance, rows with no key, head gates and FastDropout off the CPU (the branches
-that only a GPU reaches). Skipped without a GPU; needs torch and this package only (no conftest), so a bare GPU
+tolerance) and bf16, padding invariance, rows with no key and head gates (the branches that only a GPU
+reaches). Skipped without a GPU; needs torch and this package only (no conftest), so a bare GPU
 machine runs it: `PYTHONPATH=src python -m pytest -q --noconftest tests/test_cuda.py`.
 
 bf16's tolerance: 8 bits of mantissa give a relative step of 2^-8 (0.004) per rounding; a layer rounds its inputs,
@@ -124,16 +124,3 @@ def test_a_zero_gate_equals_zeroing_the_heads_columns_of_w_o():
         with gated_heads(net, gates):
             gated = net(tokens).logits
         torch.testing.assert_close(gated, oracle(tokens).logits, atol=1e-6, rtol=0)
-
-
-def test_fast_dropout_off_the_cpu_is_torchs_dropout():
-    net = TransformerClassifier(
-        vocab_size=100, num_classes=2, d_model=32, num_heads=4, num_layers=1, dropout=0.5, fast_dropout=True
-    ).to(CUDA)
-    drop = net.encoder.layers[0].dropout1
-    torch.manual_seed(4)
-    x = torch.ones(1000, 100, device=CUDA)
-    y = drop.train()(x)
-    torch.manual_seed(4)
-    assert torch.equal(y, torch.nn.functional.dropout(x, 0.5, training=True))  # the same draw: torch's own
-    assert abs((y == 0).float().mean().item() - 0.5) < 0.01

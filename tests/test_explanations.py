@@ -6,6 +6,7 @@ registered by a test reaching the faithfulness table and the page."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -30,19 +31,25 @@ from transformer_attention.analysis.methods._forward import Rules, halved, run
 from transformer_attention.analysis.settings import check_analysis_settings, known_methods
 from transformer_attention.errors import ConfigError
 from transformer_attention.model.classifier import TransformerClassifier
+from transformer_attention.model.config import ACTIVATIONS, POOLINGS, POSITIONALS
 
-SHAPES = {  # every part the decomposition passes through, in turn
-    "post-norm, cls": {},
-    "pre-norm, mean": {"norm_first": True, "pooling": "mean"},
-    "gelu, 3 layers": {"activation": "gelu", "num_layers": 3},
-    "n-grams, mean": {"ngram_buckets": 50, "ngram_max": 3, "pooling": "mean"},
-    "learned positions, pre-norm, cls": {"positional": "learned", "norm_first": True},
+# every choice the model's settings offer, each with every other: a new choice is tested without a word here
+CHOICES = {
+    "pooling": POOLINGS,
+    "positional": POSITIONALS,
+    "activation": ACTIVATIONS,
+    "norm_first": (False, True),
+    "ngram_buckets": (0, 50),
+}
+SHAPES = {
+    ", ".join(f"{k}={v}" for k, v in zip(CHOICES, values, strict=True)): dict(zip(CHOICES, values, strict=True))
+    for values in itertools.product(*CHOICES.values())
 }
 
 
 def model(seed: int = 0, **settings) -> TransformerClassifier:
     torch.manual_seed(seed)
-    base = {"d_model": 16, "num_heads": 4, "dim_feedforward": 32, "num_layers": 2, "max_len": 32}
+    base = {"d_model": 16, "num_heads": 4, "dim_feedforward": 32, "num_layers": 2, "max_len": 32, "ngram_max": 3}
     net = TransformerClassifier(vocab_size=40, num_classes=3, **{**base, **settings}).eval()
     with torch.no_grad():
         for p in net.parameters():
@@ -66,7 +73,17 @@ def test_the_written_out_forward_is_the_model(shape: str):
     with torch.no_grad():
         expected = net.double()(ids, mask).logits
     for rules in (Rules(), Rules(True, True, True, True)):  # the rules change gradients, never values
-        torch.testing.assert_close(run(net, ids, mask, rules).logits.detach(), expected, rtol=0, atol=1e-12)
+        torch.testing.assert_close(run(net, ids, mask, rules).logits.detach(), expected, rtol=0, atol=1e-10)
+
+
+def test_a_row_that_sees_no_key_is_the_models_in_the_written_out_forward():
+    """An all-False mask row: the model zeroes its attention, and so does the written-out pass."""
+    net = model(pooling="mean")
+    ids, mask = batch()
+    mask[3] = False
+    with torch.no_grad():
+        expected = net.double()(ids, mask).logits
+    torch.testing.assert_close(run(net, ids, mask).logits.detach(), expected, rtol=0, atol=1e-10)
 
 
 def propagated(net: TransformerClassifier, ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -74,7 +91,11 @@ def propagated(net: TransformerClassifier, ids: torch.Tensor, mask: torch.Tensor
     n-grams, biases: K = T + 3) in each position's representation, carried forward layer by layer (attention with
     its weights as they are, LayerNorm with the actual scale, the activation by its secant slope), then pooled and
     read by the head; everything summed over the parts is the model's own representation at each step."""
-    words, grams, positions = _forward.embedded(net, ids, torch.float64)
+    with torch.no_grad():
+        scale = math.sqrt(net.config.d_model)
+        words, grams = net.double().embedding.parts(ids)
+        words, grams = words * scale, [g * scale for g in grams]
+        positions = net.pos_encoder.positions(ids.shape[1]).double().expand_as(words)
     B, T, D = words.shape
     X = torch.zeros(B, T, T + 3, D, dtype=torch.float64)
     X[:, range(T), range(T)] = words
@@ -109,9 +130,8 @@ def propagated(net: TransformerClassifier, ids: torch.Tensor, mask: torch.Tensor
     def ffn(Z, layer):
         U = lin(Z, layer.linear1)
         u = U.sum(dim=2, keepdim=True)
-        act = F.relu(u) if layer.activation is F.relu else F.gelu(u)
-        slope = torch.where(u.abs() > 1e-12, act / torch.where(u.abs() > 1e-12, u, torch.ones_like(u)), 0.5)
-        return lin(U * slope, layer.linear2)
+        assert (u != 0).all()  # the secant act(u) / u of any activation
+        return lin(U * layer.activation(u) / u, layer.linear2)
 
     for layer in net.encoder.layers:
         if layer.norm_first:
@@ -122,7 +142,9 @@ def propagated(net: TransformerClassifier, ids: torch.Tensor, mask: torch.Tensor
             X = ln(X + ffn(X, layer), layer.norm2)
     if net.encoder.norm is not None:
         X = ln(X, net.encoder.norm)
-    weights = _forward.pool_weights(mask, net.config.pooling)  # (B, T)
+    weights = mask.double() / mask.sum(dim=1, keepdim=True)  # (B, T): mean pooling reads each real row alike
+    if net.config.pooling == "cls":
+        weights = torch.zeros_like(weights).index_fill(1, torch.tensor([0]), 1.0)  # the [CLS] row alone
     logits = lin(torch.einsum("bt,btkd->bkd", weights, X)[:, None], net.head)[:, 0]  # (B, K, C)
     return {"tokens": logits[:, :T], "positions": logits[:, T], "ngrams": logits[:, T + 1], "bias": logits[:, BIAS]}
 
@@ -141,14 +163,14 @@ def test_decompx_is_the_papers_propagation_and_adds_up_to_the_logits(shape: str)
         logits = net.double()(ids, mask).logits
     torch.testing.assert_close(found.tokens.sum(dim=1) + found.rest, logits, rtol=0, atol=1e-6)
     assert found.tokens[~mask].abs().max() == 0  # padding adds nothing
-    assert (found.ngrams.abs().sum() > 0) == ("ngram_buckets" in SHAPES[shape])
+    assert (found.ngrams.abs().sum() > 0) == (SHAPES[shape]["ngram_buckets"] > 0)
 
 
 def trained(seed: int, **settings) -> TransformerClassifier:
     """A model trained for 30 steps on a rule (class = whether token 5 appears), with dropout on while it trains."""
     torch.manual_seed(seed)
-    net = TransformerClassifier(vocab_size=20, num_classes=2, d_model=16, num_heads=2, dim_feedforward=32,
-                                max_len=16, dropout=0.1, **settings)  # fmt: skip
+    sizes = {"d_model": 16, "num_heads": 2, "dim_feedforward": 32, "max_len": 16, "dropout": 0.1}
+    net = TransformerClassifier(vocab_size=20, num_classes=2, **sizes, **settings)
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
     for _ in range(30):
         ids = torch.randint(3, 20, (32, 10))
@@ -187,36 +209,36 @@ def test_decompx_gives_an_ngram_an_equal_share_to_its_words():
 def test_value_zeroing_is_zeroing_the_values_inside_the_model():
     """Each (i, j) of value_zeroing's first-layer map, unscaled: 1 - cos between the layer's output at i and its
     output with token j's value vector set to zero by a hook on the model's own w_v."""
-    net = model(num_layers=1)
+    net = model(num_layers=1).double()
     ids, mask = batch()
     ids, mask = ids[1:2, :6], mask[1:2, :6]
     layer = net.encoder.layers[0]
     with torch.no_grad():
-        x = _forward.run(net, ids, mask).inputs[0].float()
+        x = _forward.run(net, ids, mask).layers[0].x
         y, _ = layer(x, mask=mask)
-        expected = torch.zeros(6, 6)
+        expected = torch.zeros(6, 6, dtype=torch.float64)
         for j in range(6):
             zero_j = lambda m, a, out, j=j: out.index_fill(1, torch.tensor([j]), 0)  # noqa: E731
             hook = layer.self_attn.w_v.register_forward_hook(zero_j)
             zeroed, _ = layer(x, mask=mask)
             hook.remove()
             expected[:, j] = 1 - F.cosine_similarity(zeroed[0], y[0], dim=-1)
-        trace = _forward.run(net, ids, mask)
-        found = value_zeroing.layer_map(trace.inputs[0], trace.weights[0], layer, mask)
-    expected = expected.clamp(min=0).double()
-    torch.testing.assert_close(found[0], expected / expected.sum(dim=-1, keepdim=True), rtol=0, atol=1e-5)
+        found = value_zeroing.layer_map(_forward.run(net, ids, mask).layers[0], layer, mask)
+    expected = expected.clamp(min=0)
+    torch.testing.assert_close(found[0], expected / expected.sum(dim=-1, keepdim=True), rtol=0, atol=1e-10)
 
 
+@torch.no_grad()
 def test_alti_is_the_loop_over_token_pairs():
     net = model(num_layers=1)
     ids, mask = batch()
     ids, mask = ids[:1, :5], mask[:1, :5]
     layer, mha = net.encoder.layers[0], net.encoder.layers[0].self_attn
     trace = _forward.run(net, ids, mask)
-    x, alpha = trace.inputs[0][0], trace.weights[0][0]  # (T, D), (H, T, T)
+    x, alpha = trace.layers[0].x[0], trace.layers[0].weights[0]  # (T, D), (H, T, T)
     w_v, w_o = mha.w_v.weight.double(), mha.w_o.weight.double()
-    actual = x + F.linear(torch.einsum("hij,jhd->ihd", alpha, (x @ w_v.T).view(5, 4, 4)).reshape(5, 16), w_o,
-                          mha.w_o.bias.double()) + (w_o @ mha.w_v.bias.double())  # fmt: skip
+    mixed = torch.einsum("hij,jhd->ihd", alpha, (x @ w_v.T).view(5, 4, 4)).reshape(5, 16)
+    actual = x + F.linear(mixed, w_o, mha.w_o.bias.double()) + (w_o @ mha.w_v.bias.double())
     expected = torch.zeros(5, 5, dtype=torch.float64)
     for i in range(5):
         std = (actual[i].var(unbiased=False) + layer.norm1.eps).sqrt()
@@ -228,7 +250,7 @@ def test_alti_is_the_loop_over_token_pairs():
         y = sum(parts)
         for j in range(5):
             expected[i, j] = max(0.0, float(y.abs().sum() - (y - parts[j]).abs().sum()))
-    found = alti.layer_map(trace.inputs[0], trace.weights[0], layer, mask)[0].detach()
+    found = alti.layer_map(trace.layers[0], layer, mask)[0].detach()
     torch.testing.assert_close(found, expected / expected.sum(dim=-1, keepdim=True), rtol=0, atol=1e-10)
 
 
@@ -237,8 +259,8 @@ def test_attnlrps_rules_change_gradients_not_values():
     (grad,) = torch.autograd.grad(halved(x * 3).sum(), x)
     assert torch.equal(halved(x * 3), x * 3) and torch.allclose(grad, torch.full((5,), 1.5))
     u = torch.randn(50, dtype=torch.float64, requires_grad=True)
-    for name, act in (("relu", F.relu), ("gelu", F.gelu)):
-        held = _forward.activation(u, name, Rules(secant=True))
+    for act in (F.relu, F.gelu):
+        held = _forward.activation(u, act, Rules(secant=True))
         torch.testing.assert_close(held, act(u))
         (slope,) = torch.autograd.grad(held.sum(), u)
         torch.testing.assert_close(slope, (act(u) / u).detach())  # the secant: linear in u
@@ -269,7 +291,7 @@ def test_a_registered_method_reaches_the_table_the_settings_and_the_page(tmp_pat
         scores[:, 1] = 1.0
         return Explanation(scores)
 
-    register(Method("first_word", "the first word", signed=False, family="baseline", explain=first_word))
+    register(Method("first_word", "the first word", signed=False, explain=first_word))
     try:
         assert "first_word" in names() and "first_word" in known_methods()
         check_analysis_settings({"methods": ["first_word", "decompx"]})
@@ -351,3 +373,30 @@ def test_the_tensorboard_text_view_opens_on_the_signed_decomposition():
     assert none == 0 and plain_labels == labels[1:] and np.array_equal(plain, rows[1:])
     with pytest.raises(ValueError, match="text_method='decompz' is not an explanation method"):
         check_text_method("decompz")
+
+
+def test_a_model_on_a_device_without_float64_is_explained_on_a_cpu_copy(monkeypatch: pytest.MonkeyPatch):
+    """MPS has no float64: a model there (a mocked device) is explained on a copy on the CPU, with the scores the
+    CPU gives, and the model itself is left where it is."""
+    from transformer_attention.analysis import attributions
+
+    net = model(num_layers=1)
+    ids, mask = batch()
+    rows = [ids[b, : int(mask[b].sum())].tolist() for b in range(4)]
+    expected, _ = attribute(net, rows, [0, 1, 2, 0], mask_id=None, methods=["decompx", "alti"])
+    seen = []
+
+    def probe(explained, ids, mask, target, options):
+        seen.append(explained)
+        return Explanation(torch.zeros(ids.shape, dtype=torch.float64))
+
+    register(Method("probe", "probe", signed=False, explain=probe))
+    monkeypatch.setattr(attributions, "device_of", lambda n: torch.device("mps" if n is net else "cpu"))
+    try:
+        found, _ = attribute(net, rows, [0, 1, 2, 0], mask_id=None, methods=["decompx", "alti", "probe"])
+    finally:
+        unregister("probe")
+    assert seen and all(n is not net and next(n.parameters()).device.type == "cpu" for n in seen)
+    for got, want in zip(found, expected, strict=True):
+        for method in ("decompx", "alti"):
+            np.testing.assert_allclose(got[method], want[method], rtol=0, atol=1e-12)

@@ -136,7 +136,7 @@ def probabilities(
     out: np.ndarray | None = None
     data = batched(model, rows, batch_size=batch_size, by_length=True)
     for batch, result in forward_batches(model, data, head_mask=head_mask):
-        probs = result.logits.double().softmax(dim=-1).cpu().numpy()  # (B, C)
+        probs = result.logits.cpu().double().softmax(dim=-1).numpy()  # (B, C): float64 on the CPU (MPS has none)
         if out is None:
             out = np.empty((len(rows), probs.shape[1]))
         out[batch.index] = probs

@@ -15,7 +15,8 @@ Shapes: N texts, T tokens, C classes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.stats import kendalltau
@@ -42,11 +43,11 @@ def agreement(attributions: dict[str, np.ndarray]) -> dict[str, dict[str, float]
     return out
 
 
-def agreement_over_texts(scores: Sequence[dict]) -> dict[str, dict[str, dict]]:
+def agreement_over_texts(scores: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per method and reference (`tau_<name>`), over several texts' scores (`Explained.scores`): the mean and
     standard error of tau, the texts counted (a text with no tau counts for none) and whether every one ranks the
     words as the reference does (tau 1, up to rounding: "identical")."""
-    out: dict[str, dict[str, dict]] = {}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
     for method in scores[0] if scores else {}:
         for key in (f"tau_{ref}" for ref in REFERENCES):
             v = np.array([s[method].get(key, math.nan) for s in scores], dtype=np.float64)
@@ -54,8 +55,8 @@ def agreement_over_texts(scores: Sequence[dict]) -> dict[str, dict[str, dict]]:
             if len(v):
                 sem = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
                 identical = bool(np.all(v > 1 - 1e-9))
-                out.setdefault(method, {})[key] = {"mean": float(v.mean()), "sem": sem, "texts": len(v),
-                                                   "identical": identical}  # fmt: skip
+                found = {"mean": float(v.mean()), "sem": sem, "texts": len(v), "identical": identical}
+                out.setdefault(method, {})[key] = found
     return out
 
 
@@ -67,7 +68,9 @@ def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
     return float(kendalltau(x, y).statistic)
 
 
-def curve_aopc(p_full: float, p_removed: Sequence[float], n: int, curve: Sequence[int], count) -> float:
+def curve_aopc(
+    p_full: float, p_removed: Sequence[float], n: int, curve: Sequence[int], count: Callable[[float, int], int]
+) -> float:
     """AOPC from the probabilities after 0..n words removed in some order: the mean drop at each curve point."""
     return float(np.mean([p_full - p_removed[count(j, n)] for j in curve]))
 
@@ -80,7 +83,7 @@ def aopc_bounds(
     *,
     mask_id: int | None,
     curve: Sequence[int],
-    count,
+    count: Callable[[float, int], int],
     batch_size: int = 256,
 ) -> list[tuple[float, float]]:
     """(lower, upper) AOPC of each row for its target class, the removal orders searched greedily: at each step

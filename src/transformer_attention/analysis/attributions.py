@@ -9,6 +9,7 @@ near 1, so the gradient methods explain the logit). Shapes: N texts, B a batch, 
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Sequence
 
@@ -21,6 +22,16 @@ from . import methods as registry
 from .passes import Passes
 
 TOKEN_BUDGET = 2**22  # rows x T x T per batch at most: a batch's (B, H, T, T) maps stay a few hundred MB
+
+
+def device_of(net: TransformerClassifier) -> torch.device:
+    return next(net.parameters()).device
+
+
+def float64_capable(net: TransformerClassifier) -> TransformerClassifier:
+    """`net`, or where its device has no float64 (Apple's MPS) a copy of it on the CPU: the analyses run in
+    float64."""
+    return copy.deepcopy(net).cpu() if device_of(net).type == "mps" else net
 
 
 def attribute(
@@ -41,11 +52,13 @@ def attribute(
     gains each method's time (method -> seconds, added to)."""
     chosen = registry.check_methods(registry.names() if methods is None else methods)
     known = registry.methods()
+    net = float64_capable(net)
     out: list[dict[str, np.ndarray]] = [{} for _ in rows]
     errors: list[float] = []
     for name in chosen:
         method, start = known[name], time.perf_counter()
-        for group in groups(rows, cap=rows_per_batch(method, rows, ig_steps, batch_size)):
+        cap = rows_per_batch(method, rows, ig_steps, batch_size, classes=net.head.out_features)
+        for group in groups(rows, cap=cap):
             (batch,) = batched(net, [rows[i] for i in group], batch_size=None)
             target = torch.tensor([int(targets[i]) for i in group], device=batch.ids.device)
             options = registry.Options(
@@ -61,12 +74,14 @@ def attribute(
     return out, float(np.mean(errors)) if errors else float("nan")
 
 
-def rows_per_batch(method: registry.Method, rows: Sequence[Sequence[int]], ig_steps: int, batch_size: int) -> int:
+def rows_per_batch(
+    method: registry.Method, rows: Sequence[Sequence[int]], ig_steps: int, batch_size: int, classes: int
+) -> int:
     """How many rows a batch of `method` takes: `batch_size` forward passes' worth (a method that runs a row
     forward k times takes batch_size / k rows), at least one."""
     longest = max((len(r) for r in rows), default=1)
     options = registry.Options(ig_steps=ig_steps, batch_size=batch_size)
-    return max(1, batch_size // max(1, method.passes(longest, 2, options).forward))
+    return max(1, batch_size // max(1, method.passes(longest, classes, options).forward))
 
 
 def groups(rows: Sequence[Sequence[int]], *, cap: int, budget: int = TOKEN_BUDGET) -> list[list[int]]:

@@ -35,6 +35,8 @@ from .plausibility import add_plausibility
 from .removal import keeping, without
 from .report import CURVE, Faithfulness
 
+__all__ = ["Explained", "Faithfulness", "eraser_scores", "explain_texts", "faithfulness", "passes"]
+
 EXAMPLES = 20  # texts whose tokens and attributions the report keeps (scores are kept for every text)
 LONG_TEXTS = 200  # off a terminal, this many texts or more log where they are (IMDB's take minutes)
 CHUNK = 32  # texts attributed and scored together: a step of the progress bar, and a bound on memory
@@ -171,10 +173,8 @@ def explain_texts(
         probs = probabilities(net, chunk, batch_size=batch_size)  # (n, C)
         predicted = [int(p.argmax()) for p in probs]
         wanted = predicted if targets is None else [int(t) for t in targets[start : start + len(chunk)]]
-        found, ig_error = attribute(
-            net, chunk, wanted, mask_id=mask_id, methods=methods, ig_steps=ig_steps, seed=seed + start,
-            batch_size=batch_size, seconds=seconds,
-        )  # fmt: skip
+        options = {"ig_steps": ig_steps, "seed": seed + start, "batch_size": batch_size}
+        found, ig_error = attribute(net, chunk, wanted, mask_id=mask_id, methods=methods, seconds=seconds, **options)
         scores = eraser_scores(net, chunk, wanted, found, k=k, mask_id=mask_id, batch_size=batch_size)
         full = [float(p[y]) for p, y in zip(probs, wanted, strict=True)]
         bounds = (

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,7 +39,7 @@ class HeadImportance:
     spearman: float
     # how heads are ordered for pruning ("masking": by loss increase, "gradient": by the score), least first,
     # and the accuracy / loss with the first 0, 1, ..., L*H of them masked out
-    pruning: dict[str, dict[str, list]] = field(default_factory=dict)
+    pruning: dict[str, dict[str, list[Any]]] = field(default_factory=dict)  # order: [layer, head]; scores
 
     @property
     def accuracy_drop(self) -> np.ndarray:
@@ -50,7 +51,7 @@ class HeadImportance:
         """(L, H): loss with that head masked minus loss with every head (positive: the head helps)."""
         return self.masked_loss - self.loss
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready: every number, (L, H) tables as nested lists."""
         return {
             "rows": self.rows,
@@ -71,7 +72,7 @@ class HeadImportance:
         order = np.argsort(-self.loss_increase, axis=None, kind="stable")
         top, low = np.unravel_index(order[0], (L, H)), np.unravel_index(order[-1], (L, H))
 
-        def head(lh: tuple) -> str:
+        def head(lh: tuple[int, int]) -> str:
             layer, h = int(lh[0]), int(lh[1])
             drop, rise = self.accuracy_drop[layer, h], self.loss_increase[layer, h]
             return f"layer {layer} head {h} (acc {0.0 - drop:+.3f}, loss {rise + 0.0:+.4f})"

@@ -33,7 +33,7 @@ class Plan:
             {HEADS_SPLIT} if "heads" in self.names else set()
         )
 
-    def rows(self, name: str, splits: Mapping[str, Any]) -> tuple[list, list[int]]:
+    def rows(self, name: str, splits: Mapping[str, Any]) -> tuple[list[Any], list[int]]:
         """The token-id rows and labels analysis `name` reads from `splits` (split name -> an EncodedDataset:
         `.ids`, `.labels`): a sample drawn with the settings' seed, so a rerun (or the cost estimate) gets the same."""
         data, picked = self._picked(name, splits)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from .removal import REMOVAL_PHRASES
 
@@ -23,10 +24,10 @@ class Faithfulness:
     scores: dict[str, dict[str, float]] = field(default_factory=dict)  # method -> measure -> mean
     sem: dict[str, dict[str, float]] = field(default_factory=dict)
     curves: dict[str, list[float]] = field(default_factory=dict)  # method -> mean drop at each CURVE point
-    examples: list[dict] = field(default_factory=list)
+    examples: list[dict[str, Any]] = field(default_factory=list)
     plausible: int = 0  # texts whose deciding words are known (the toy set), scored for plausibility
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "split": self.split,
             "texts": self.texts,

@@ -15,11 +15,13 @@ from ..data.labels import names_or_ids
 from ..errors import ConfigError
 from ..model.classifier import TransformerClassifier
 from ..module import evaluating
+from .attributions import float64_capable
 from .faithfulness import Explained, Faithfulness, explain_texts, faithfulness
 from .heads import HeadImportance, head_importance
 from .plan import Plan, analysis_settings
 from .plausibility import rationales_of
 from .removal import REMOVAL_PHRASES, replacement
+from .settings import AnalysisConfig
 
 
 @dataclass
@@ -29,7 +31,7 @@ class Analysis:
     heads: HeadImportance | None = None
     faithfulness: Faithfulness | None = None
     seconds: dict[str, float] = field(default_factory=dict)
-    settings: dict = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 def run_analyses(
@@ -46,7 +48,7 @@ def run_analyses(
     EncodedDataset: `.ids`, `.labels`). Samples are drawn with the settings' seed, so a rerun scores the same rows.
     `label_names`: the classes' names, for a `target` named by class; `deciding_words` (text -> one bool per
     whitespace word, or None when unknown: the toy set's, or the data's rationales) adds each method's plausibility."""
-    s = chosen.settings
+    s, net = chosen.settings, float64_capable(net)
     result = Analysis(settings=asdict(s))
     if "faithfulness" in chosen.names:  # a class that is not there fails before any work
         texts, labels = chosen.rows("faithfulness", splits)
@@ -66,15 +68,27 @@ def run_analyses(
                 if known is None or deciding_words is None
                 else rationales_of(known, texts, deciding_words, tokenizer)
             )
+            tokens = [[tokenizer.id_to_token(int(t)) or "[UNK]" for t in row] for row in texts]
             result.faithfulness = faithfulness(
-                net, texts,
-                tokens=[[tokenizer.id_to_token(int(t)) or "[UNK]" for t in row] for row in texts],
-                split=chosen.split, k=s.k, removal=kind, mask_id=mask_id,
-                ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size, progress=progress, targets=targets,
-                rationales=rationales, normalized=s.normalized, methods=s.methods,
-            )  # fmt: skip
+                net,
+                texts,
+                tokens=tokens,
+                split=chosen.split,
+                removal=kind,
+                mask_id=mask_id,
+                progress=progress,
+                targets=targets,
+                rationales=rationales,
+                normalized=s.normalized,
+                **explaining(s),
+            )
             result.seconds["faithfulness"] = time.perf_counter() - start
     return result
+
+
+def explaining(s: AnalysisConfig) -> dict[str, Any]:
+    """The settings `explain_texts` takes from the analyses' settings."""
+    return {"k": s.k, "methods": s.methods, "ig_steps": s.ig_steps, "seed": s.seed, "batch_size": s.batch_size}
 
 
 def target_classes(
@@ -107,14 +121,11 @@ def explain_rows(
     it (None for a row with no word), and how words were removed ("replaced by [MASK]" or "deleted"): what
     predict.py's attention pages show. The class explained: the settings' `target` (predicted, or a class named in
     `label_names`)."""
-    s = analysis_settings(settings)
+    s, net = analysis_settings(settings), float64_capable(net)
     kind, mask_id = replacement(s.removal, tokenizer)
     keep = [i for i, row in enumerate(rows) if len(row) > 1]
     targets = target_classes(s.target, None, label_names, net.head.out_features, len(keep))
-    explained, _ = explain_texts(
-        net, [rows[i] for i in keep], k=s.k, mask_id=mask_id, targets=targets,
-        methods=s.methods, ig_steps=s.ig_steps, seed=s.seed, batch_size=s.batch_size,
-    )  # fmt: skip
+    explained, _ = explain_texts(net, [rows[i] for i in keep], mask_id=mask_id, targets=targets, **explaining(s))
     out: list[Explained | None] = [None] * len(rows)
     for i, e in zip(keep, explained, strict=True):
         out[i] = e

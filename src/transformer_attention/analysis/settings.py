@@ -52,7 +52,7 @@ def check_analyses(names: Any, key: str = "analyses") -> list[str]:
     return list(dict.fromkeys(given))
 
 
-def check_analysis_settings(values: dict, prefix: str = "analysis.") -> None:
+def check_analysis_settings(values: dict[str, Any], prefix: str = "analysis.") -> None:
     """The settings' rules (`values`: a plain dict of AnalysisConfig's fields); a ConfigError names the first
     bad one, its value and the fix."""
     for key, low in (("samples", 1), ("heads_samples", 1)):

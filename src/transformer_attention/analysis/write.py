@@ -50,7 +50,7 @@ def images(found: Analysis, label: str = "") -> dict[str, np.ndarray]:
     return {name: figure_to_array(fig) for name, fig in figures(found, label).items()}
 
 
-def to_dict(found: Analysis) -> dict:
+def to_dict(found: Analysis) -> dict[str, Any]:
     """Everything the analyses found, JSON-ready but for NaN (`write_files` writes it as null)."""
     return {
         "settings": found.settings,

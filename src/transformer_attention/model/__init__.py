@@ -13,9 +13,9 @@ if TYPE_CHECKING:  # `X as X`: the names this package exports, for type checkers
     from .attention import MultiHeadAttention as MultiHeadAttention
     from .attention import scaled_dot_product_attention as scaled_dot_product_attention
     from .attention import sdpa_attention as sdpa_attention
-    from .chunked import chunked_attention as chunked_attention
     from .classifier import ClassifierOutput as ClassifierOutput
     from .classifier import TransformerClassifier as TransformerClassifier
+    from .classifier import pool as pool
     from .encoder import TransformerEncoder as TransformerEncoder
     from .encoder import TransformerEncoderLayer as TransformerEncoderLayer
     from .masks import causal_mask as causal_mask
@@ -27,8 +27,7 @@ if TYPE_CHECKING:  # `X as X`: the names this package exports, for type checkers
 
 _NAMES_BY_MODULE = {
     "attention": ("MultiHeadAttention", "scaled_dot_product_attention", "sdpa_attention"),
-    "chunked": ("chunked_attention",),
-    "classifier": ("ClassifierOutput", "TransformerClassifier"),
+    "classifier": ("ClassifierOutput", "TransformerClassifier", "pool"),
     "encoder": ("TransformerEncoder", "TransformerEncoderLayer"),
     "masks": ("causal_mask", "padding_mask"),
     "positional": ("LearnedPositionalEncoding", "SinusoidalPositionalEncoding"),

@@ -7,19 +7,15 @@ Masks are boolean and True means "take part in attention" (masks.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .chunked import chunked_attention
 from .config import DEFAULT_ATTENTION_IMPL, check_encoder
-from .dropout import check_dropout_p, live_p
-from .masks import causal_mask, dead_rows_if_any, expand_mask, padding_mask
+from .masks import causal_mask, dead_rows, expand_mask, padding_mask
 
 __all__ = [
-    "KERNELS",
     "MultiHeadAttention",
     "causal_mask",
     "expand_mask",
@@ -48,8 +44,8 @@ def scaled_dot_product_attention(
         # the dtype's lowest number, not -inf: a row with no key then gives no NaN
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = F.softmax(scores, dim=-1)  # (B, H, Tq, Tk)
-    if mask is not None and (dead := dead_rows_if_any(mask)) is not None:
-        weights = weights.masked_fill(dead, 0.0)  # a query with no key came out uniform: zero it
+    if mask is not None:
+        weights = weights.masked_fill(dead_rows(mask), 0.0)  # a query with no key came out uniform: zero it
     dropped: torch.Tensor = weights if dropout is None else dropout(weights)
     return dropped @ v, weights  # (B, H, Tq, Dk)
 
@@ -59,51 +55,23 @@ def sdpa_attention(
 ) -> torch.Tensor:
     """torch's fused kernel with this project's convention: q (B, H, Tq, Dk), k and v (B, H, Tk, Dk)
     -> out (B, H, Tq, Dk), zeros (and zero gradients) on a row with no key."""
-    check_dropout_p(dropout_p)
     mask = expand_mask(mask, q.shape[0], q.shape[-2], k.shape[-2])  # (B|1, H|1, Tq|1, Tk)
-    # dead: (B|1, H|1, Tq|1, 1), or None where no query is without a key
-    if mask is None or (dead := dead_rows_if_any(mask)) is None:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
     # the kernel gives NaN or an average of V on a row with no visible key: open such rows for it, then zero
     # their output (and so their gradients)
+    dead = dead_rows(mask)  # (B|1, H|1, Tq|1, 1)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | dead, dropout_p=dropout_p)
     return out.masked_fill(dead, 0.0)  # (B, H, Tq, Dk)
-
-
-# ---- the kernels: how a call that does not need the weights is computed -----------------------------------------
-# Each takes q, k, v (B, H, T, Dk), an expanded mask and the layer's dropout module, and returns out (B, H, Tq, Dk);
-# all three give the same result (tests/test_attention_impls.py). A layer picks one when it is built.
-Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, nn.Dropout], torch.Tensor]
-
-
-def _math(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Dropout
-) -> torch.Tensor:
-    return scaled_dot_product_attention(q, k, v, mask, dropout)[0]
-
-
-def _sdpa(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Dropout
-) -> torch.Tensor:
-    return sdpa_attention(q, k, v, mask, dropout_p=live_p(dropout))
-
-
-def _chunked(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: nn.Dropout
-) -> torch.Tensor:
-    return chunked_attention(q, k, v, mask, dropout_p=live_p(dropout))
-
-
-KERNELS: dict[str, Kernel] = {"math": _math, "sdpa": _sdpa, "chunked": _chunked}
 
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with projections `w_q`, `w_k`, `w_v`, `w_o` as in the tutorials.
 
     `attention_impl` is the kernel of the calls that do not need the weights, chosen here once: "math" (the
-    formula above), "sdpa" (torch's fused kernel) or "chunked" (blockwise, memory linear in T: chunked.py).
-    The weights exist only in the math, so a call with `need_weights` computes it that way. Heads switched
-    off and what each head moves (the analyses' needs) are reached through hooks: probes.py.
+    formula above) or "sdpa" (torch's fused kernel, tested equal to it). The weights exist only in the math, so a
+    call with `need_weights` computes it that way. Heads switched off and what each head moves (the analyses'
+    needs) are reached through hooks: probes.py.
     """
 
     def __init__(
@@ -119,7 +87,7 @@ class MultiHeadAttention(nn.Module):
         check_encoder({"d_model": d_model, "num_heads": num_heads, "attention_impl": attention_impl})
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
         self.attention_impl = attention_impl
-        self.kernel = KERNELS[attention_impl]
+        self.fused = attention_impl == "sdpa"
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
         self.w_k = nn.Linear(d_model, d_model, bias=bias)
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
@@ -153,10 +121,12 @@ class MultiHeadAttention(nn.Module):
         v = self.split_heads(self.w_v(value))  # (B, H, Tk, Dk)
         B, _, Tq, _ = q.shape
         mask = expand_mask(mask, B, Tq, k.shape[-2])  # (B|1, H|1, Tq|1, Tk)
-        if need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
+        if self.fused and not need_weights:
+            p = self.dropout.p if self.training else 0.0
+            out, weights = sdpa_attention(q, k, v, mask, dropout_p=p), None
         else:
-            out, weights = self.kernel(q, k, v, mask, self.dropout), None
+            out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
+            weights = weights if need_weights else None
         out = out.transpose(1, 2).reshape(B, Tq, self.d_model)  # (B, Tq, D): the heads side by side
         return self.w_o(out), weights
 

@@ -14,13 +14,16 @@ from torch import nn
 
 from ..checks import closest
 from .config import EncoderConfig, encoder_fields
-from .dropout import use_fast_dropout
 from .embedding import TokenEmbedding
 from .encoder import TransformerEncoder, TransformerEncoderLayer
 from .masks import padding_mask
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
-POSITIONAL_ENCODINGS = {"sinusoidal": SinusoidalPositionalEncoding, "learned": LearnedPositionalEncoding}
+Positional = SinusoidalPositionalEncoding | LearnedPositionalEncoding
+POSITIONAL_ENCODINGS: dict[str, type[Positional]] = {
+    "sinusoidal": SinusoidalPositionalEncoding,
+    "learned": LearnedPositionalEncoding,
+}
 
 
 class ClassifierOutput(NamedTuple):
@@ -52,7 +55,7 @@ class TransformerClassifier(nn.Module):
         nn.init.normal_(self.embedding.weight, std=c.d_model**-0.5)  # x * sqrt(D) then has unit scale
         with torch.no_grad():
             self.embedding.weight[pad_id].zero_()
-        self.pos_encoder = POSITIONAL_ENCODINGS[c.positional](d_model=c.d_model, max_len=c.max_len, dropout=c.dropout)
+        self.pos_encoder: Positional = POSITIONAL_ENCODINGS[c.positional](c.d_model, c.max_len, c.dropout)
         layer = TransformerEncoderLayer(
             d_model=c.d_model,
             num_heads=c.num_heads,
@@ -67,8 +70,6 @@ class TransformerClassifier(nn.Module):
         final_norm = nn.LayerNorm(c.d_model) if c.norm_first else None
         self.encoder = TransformerEncoder(layer, num_layers=c.num_layers, norm=final_norm)
         self.head = nn.Linear(c.d_model, num_classes)
-        if c.fast_dropout:  # opt-in: every nn.Dropout above becomes a FastDropout of the same p (dropout.py)
-            use_fast_dropout(self)
 
     def forward(
         self, tokens: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
@@ -80,12 +81,7 @@ class TransformerClassifier(nn.Module):
         cls = self.config.pooling == "cls"
         # [CLS] pooling reads one row of the last layer: compute that row alone there (the maps want every row)
         x, attentions = self.encode(tokens, mask, need_weights, last_queries=1 if cls and not need_weights else None)
-        if cls:
-            pooled = x[:, 0]  # (B, D): the [CLS] token
-        else:
-            m = mask.unsqueeze(-1).to(x.dtype)  # (B, T, 1)
-            pooled = (x * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)  # (B, D)
-        return ClassifierOutput(self.head(pooled), attentions)
+        return ClassifierOutput(self.head(pool(x, mask, self.config.pooling)), attentions)  # (B, C)
 
     def encode(
         self,
@@ -102,6 +98,17 @@ class TransformerClassifier(nn.Module):
             x, mask=mask, need_weights=need_weights, last_queries=last_queries
         )
         return out
+
+
+def pool(x: torch.Tensor, mask: torch.Tensor | None, pooling: str) -> torch.Tensor:
+    """What the head reads of x (B, T, ...): position 0's entry ("cls") or the mean over the real positions ("mean";
+    mask (B, T), None: every position), (B, ...). Of the token vectors (B, T, D) that is the pooled vector; of
+    attention maps (B, T, T), the pooled row: how much each token counts in it."""
+    if pooling == "cls":
+        return x[:, 0]
+    m = torch.ones(x.shape[:2], device=x.device) if mask is None else mask
+    m = m.to(x.dtype).view(*m.shape, *[1] * (x.dim() - 2))  # (B, T, 1, ...)
+    return (x * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
 
 
 def _with_settings(config: EncoderConfig, settings: dict[str, Any]) -> EncoderConfig:

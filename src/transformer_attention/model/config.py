@@ -16,8 +16,8 @@ from typing import Any, Optional
 
 from ..checks import closest, is_number, is_whole
 
-ATTENTION_IMPLS = ("math", "sdpa", "chunked")
-# the one default kernel, of EncoderConfig and of MultiHeadAttention alike: torch's fused kernel is the fastest
+ATTENTION_IMPLS = ("math", "sdpa")
+# the one default kernel, of EncoderConfig and of MultiHeadAttention alike: torch's fused kernel is the faster
 # step at every size measured (docs/performance.md), and tested equal to the math
 DEFAULT_ATTENTION_IMPL = "sdpa"
 POOLINGS = ("cls", "mean")
@@ -41,16 +41,13 @@ class EncoderConfig:
     dim_feedforward: int = 128
     max_len: int = 512  # positional table size: the longest input the model takes
     dropout: float = 0.1  # on the residual, feed-forward and positional paths
-    # on the attention weights (None: = dropout); 0 keeps accuracy and is faster (README, Performance)
+    # on the attention weights (None: = dropout); 0 keeps accuracy and is faster (docs/performance.md)
     attention_dropout: Optional[float] = 0.0  # noqa: UP045 - OmegaConf 2.3 reads Optional, not `float | None`
-    attention_impl: str = DEFAULT_ATTENTION_IMPL  # math | sdpa | chunked: the same results; sdpa is fastest
+    attention_impl: str = DEFAULT_ATTENTION_IMPL  # math | sdpa: the same results; sdpa is faster
     pooling: str = "cls"  # cls: the [CLS] token; mean: the average of the real tokens
     norm_first: bool = False  # False: post-norm (the original Transformer); True: pre-norm
     activation: str = "relu"  # relu | gelu
     positional: str = "sinusoidal"  # sinusoidal | learned
-    # opt-in: every nn.Dropout is swapped for dropout.py's FastDropout, which on a CPU draws half the random
-    # numbers (p rounded to 2^-15) for a faster step; False: torch's nn.Dropout, the module the code shows
-    fast_dropout: bool = False
     # > 0: each token's input also adds a vector of each word n-gram it ends (n = 2 .. ngram_max), from a table of
     # this many rows indexed by a hash of the n-gram: fastText's word n-grams (model/embedding.py); 0: words alone
     ngram_buckets: int = 0

@@ -50,17 +50,21 @@ class TokenEmbedding(nn.Embedding):
         if self.ngrams is not None:
             nn.init.zeros_(self.ngrams.weight)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = super().forward(tokens)  # (B, T, D)
+    def parts(self, tokens: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """What `forward` sums, apart: the word vectors (B, T, D) and, for n = 2 .. ngram_max, the vectors of the
+        n-grams ending at each position (B, T, D), zero at padding (none without an n-gram table)."""
+        words = super().forward(tokens)  # (B, T, D)
         if self.ngrams is None:
-            return x
+            return words, []
         pad = self.padding_idx if self.padding_idx is not None else 0
+        real = (tokens != pad).unsqueeze(-1).to(words.dtype)  # (B, T, 1): padding gets no n-gram vector
         buckets = self.ngrams.num_embeddings
-        grams = torch.zeros_like(x)  # (B, T, D): the n-gram vectors each token ends, summed
-        for n in range(2, self.ngram_max + 1):
-            grams = grams + self.ngrams(ngram_ids(tokens, n, self.num_embeddings, buckets, pad))
-        real = (tokens != pad).unsqueeze(-1).to(x.dtype)  # (B, T, 1)
-        return x + grams * real
+        ids = [ngram_ids(tokens, n, self.num_embeddings, buckets, pad) for n in range(2, self.ngram_max + 1)]
+        return words, [self.ngrams(i) * real for i in ids]
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        words, grams = self.parts(tokens)
+        return sum(grams, words)
 
     def extra_repr(self) -> str:
         grams = f", ngram_buckets={self.ngrams.num_embeddings}, ngram_max={self.ngram_max}" if self.ngrams else ""

@@ -1,7 +1,6 @@
 """Attention masks: boolean, True means "take part in attention" everywhere in this project.
 
 Shapes: B batch, H heads, T tokens, Tq query tokens, Tk key tokens.
-Their own module so that both attention.py and chunked.py read them without an import cycle.
 """
 
 from __future__ import annotations
@@ -53,11 +52,3 @@ def expand_mask(mask: torch.Tensor | None, B: int, Tq: int, Tk: int) -> torch.Te
 def dead_rows(mask4: torch.Tensor) -> torch.Tensor:
     """(B|1, H|1, Tq|1, 1) True where a query of an expanded mask may attend to no key at all."""
     return ~mask4.any(dim=-1, keepdim=True)
-
-
-def dead_rows_if_any(mask4: torch.Tensor) -> torch.Tensor | None:
-    """`dead_rows(mask4)`, or None when a mask on the CPU has none: every query sees a key, as in any padding mask
-    whose rows start with [CLS], and the attention paths then skip opening and zeroing rows (the same bits). Off
-    the CPU the rows come back as they are: asking whether there is one would wait for the device."""
-    dead = dead_rows(mask4)
-    return None if mask4.device.type == "cpu" and not dead.any() else dead

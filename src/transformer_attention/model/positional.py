@@ -38,10 +38,13 @@ class SinusoidalPositionalEncoding(nn.Module):
         # a buffer, computed once: moves with .to(device), not a parameter, not in the checkpoint
         self.register_buffer("pe", pe.float(), persistent=False)  # (max_len, D)
 
+    def positions(self, T: int) -> torch.Tensor:
+        """(T, D): the vectors added at positions 0 .. T - 1 (no dropout)."""
+        return self.pe[: check_length(T, self.max_len)]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D)."""
-        T = check_length(x.shape[1], self.max_len)
-        out: torch.Tensor = self.dropout(x + self.pe[:T].to(x.dtype))
+        out: torch.Tensor = self.dropout(x + self.positions(x.shape[1]).to(x.dtype))
         return out
 
 
@@ -55,8 +58,11 @@ class LearnedPositionalEncoding(nn.Module):
         nn.init.normal_(self.embedding.weight, std=0.02)
         self.dropout = nn.Dropout(dropout)
 
+    def positions(self, T: int) -> torch.Tensor:
+        """(T, D): the vectors added at positions 0 .. T - 1 (no dropout)."""
+        return self.embedding.weight[: check_length(T, self.max_len)]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, T, D) -> (B, T, D)."""
-        T = check_length(x.shape[1], self.max_len)
-        out: torch.Tensor = self.dropout(x + self.embedding.weight[:T])
+        out: torch.Tensor = self.dropout(x + self.positions(x.shape[1]))
         return out

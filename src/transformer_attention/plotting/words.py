@@ -1,5 +1,5 @@
 """Word pieces joined back into words, and what the classifier's pooled row gives each word: the shared base
-of every view that shows a review as text (TensorBoard, predict.py's PNGs, the page's text tab). NumPy only."""
+of every view that shows a review as text (TensorBoard, predict.py's PNGs, the page's text tab)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ..model.classifier import pool
 from .style import as_numpy
 
 CONTINUATION = "##"  # WordPiece's mark of a piece that continues the word before it (data/tokenizer.py)
@@ -55,13 +56,13 @@ def word_values(
 
 
 def pooled_row(weights: np.ndarray | torch.Tensor, pooling: str = "cls") -> np.ndarray:
-    """(T,) the row of one attention map that feeds the pooled vector: the `[CLS]` row (pooling="cls",
-    position 0) or the mean of the rows (pooling="mean"). `weights` is (T, T), or (H, T, T) for the mean of
-    the heads; padding cut off."""
+    """(T,) the row of one attention map that feeds the pooled vector, as the classifier pools (`model.pool`): the
+    `[CLS]` row or the mean of the rows. `weights` is (T, T), or (H, T, T) for the mean of the heads; padding cut
+    off."""
     w = as_numpy(weights).astype(np.float64)
     a = w.mean(axis=0) if w.ndim == 3 else w  # (T, T)
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError(f"pooled_row takes a (T, T) or (H, T, T) map, got shape {tuple(w.shape)}")
     if pooling not in POOLED_ROW:
         raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(map(repr, POOLED_ROW))}")
-    return a[0] if pooling == "cls" else a.mean(axis=0)
+    return pool(torch.from_numpy(a)[None], None, pooling)[0].numpy()  # (T,)

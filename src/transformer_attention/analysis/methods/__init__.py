@@ -11,9 +11,9 @@ new method is one new file here and nothing else:
         scores[:, 1] = 1.0  # the first word after [CLS] decides, says this method
         return Explanation(scores)
 
-    register(Method("first_word", "the first word", signed=False, family="baseline", explain=explain))
+    register(Method("first_word", "the first word", signed=False, explain=explain))
 
-Shapes: B a batch, T its longest row, L layers, C classes.
+Shapes: B a batch, T its longest row, C classes.
 """
 
 from __future__ import annotations
@@ -22,15 +22,17 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..passes import Passes
 
-FAMILIES = ("attention", "decomposition", "gradient", "perturbation", "baseline")
+if TYPE_CHECKING:
+    from ...model.classifier import TransformerClassifier
+
 # What the text views shade a review by unless told otherwise: of the methods that read the encoder's own parts
-# (attention, decomposition), the most faithful on the recipes' checkpoints (docs/analysis.md), and signed.
+# (attention and the decompositions), the most faithful on the recipes' checkpoints (docs/analysis.md), and signed.
 TEXT_METHOD = "decompx"
 
 
@@ -38,7 +40,8 @@ TEXT_METHOD = "decompx"
 class Options:
     """What every method may read besides the batch: Integrated Gradients' steps, the seed of a random ranking,
     the id that replaces a removed word (None: it is deleted), rows per forward pass, and the batch's rows'
-    positions among all the rows explained (`index`: a seed per row, whatever the batching)."""
+    positions among all the rows explained (`index`: a seed per row, whatever the batching). One set for all the
+    methods: the only setting a method has of its own is Integrated Gradients' number of steps."""
 
     ig_steps: int = 32
     seed: int = 0
@@ -49,16 +52,15 @@ class Options:
 
 @dataclass
 class Explanation:
-    """A batch explained: one score per token `scores` (B, T) (padding: 0), and where the method has them, its
-    per-layer token-to-token maps `maps` (B, L, T, T) (row i: what reaches token i from each token j). `extra`:
-    per-row numbers a method reports about itself (e.g. Integrated Gradients' completeness error, (B,))."""
+    """A batch explained: one score per token `scores` (B, T) (padding: 0), and `extra`: per-row numbers a method
+    reports about itself (e.g. Integrated Gradients' completeness error, (B,))."""
 
     scores: torch.Tensor
-    maps: torch.Tensor | None = None
     extra: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
-Explain = Callable[[Any, torch.Tensor, torch.Tensor, torch.Tensor, Options], Explanation]
+# net (a TransformerClassifier), ids and mask (B, T), target (B,), options -> the batch explained
+Explain = Callable[["TransformerClassifier", torch.Tensor, torch.Tensor, torch.Tensor, Options], Explanation]
 
 
 def one_pass(length: int, classes: int, options: Options) -> Passes:
@@ -69,21 +71,15 @@ def one_pass(length: int, classes: int, options: Options) -> Passes:
 @dataclass(frozen=True)
 class Method:
     """An explanation: its `name` (config and JSON key), `label` (tables and pages), whether its scores are
-    `signed` (towards the class explained, or against it) or only sizes, its `family` (one of FAMILIES: the
-    text view opens on the most faithful attention or decomposition method), `explain(net, ids, mask, target,
+    `signed` (towards the class explained, or against it) or only sizes, `explain(net, ids, mask, target,
     options)` (ids, mask (B, T), target (B,) long -> Explanation, in eval mode, dropout off), and `passes(length,
     classes, options)`: the model work of one row of `length` tokens, in forward and backward passes."""
 
     name: str
     label: str
     signed: bool
-    family: str
     explain: Explain
     passes: Callable[[int, int, Options], Passes] = one_pass
-
-    def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"method {self.name!r}: family={self.family!r} is not one of {', '.join(FAMILIES)}")
 
 
 METHODS: dict[str, Method] = {}

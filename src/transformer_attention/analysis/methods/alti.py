@@ -10,38 +10,25 @@ once at most `CHUNK` of them (queries in chunks)."""
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from ...model.classifier import TransformerClassifier
 from ...model.encoder import TransformerEncoderLayer
 from ...model.probes import head_moves
 from . import Explanation, Method, Options, register
+from ._forward import LayerTrace, linear, norm
 from ._maps import rolled_out, shares
 
 CHUNK = 2**24  # numbers held at once per chunk of queries: 128 MiB of float64
 
 
-def held_norm(z: torch.Tensor, actual: torch.Tensor, layer: nn.LayerNorm) -> torch.Tensor:
-    """The linear part of `layer` on z (..., D) with the scale of `actual` (broadcast over z's leading dims)."""
-    centred = actual - actual.mean(dim=-1, keepdim=True)
-    std = (centred.pow(2).mean(dim=-1, keepdim=True) + layer.eps).sqrt()
-    gamma = layer.weight.to(z.dtype) if layer.weight is not None else 1.0
-    return (z - z.mean(dim=-1, keepdim=True)) / std * gamma
-
-
-def layer_map(
-    x: torch.Tensor, weights: torch.Tensor, layer: TransformerEncoderLayer, mask: torch.Tensor
-) -> torch.Tensor:
+def layer_map(traced: LayerTrace, layer: TransformerEncoderLayer, mask: torch.Tensor) -> torch.Tensor:
     """(B, T, T): token j's share in token i after layer `layer`'s attention block, rows summing to 1."""
+    x, weights = traced.x, traced.weights
     B, T, D = x.shape
-    source = held_norm(x, x, layer.norm1) if layer.norm_first else x
-    moves = head_moves(source @ layer.self_attn.w_v.weight.to(x.dtype).T, layer.self_attn)  # (B, H, T, D), no bias
-    actual = None
-    if not layer.norm_first:  # the norm's scale: that of the block's actual output, x + attention(x), with biases
-        sa = layer.self_attn
-        v = sa.split_heads(x @ sa.w_v.weight.to(x.dtype).T + sa.w_v.bias.to(x.dtype))
-        mixed = (weights @ v).transpose(1, 2).reshape(B, T, D)
-        actual = x + mixed @ sa.w_o.weight.to(x.dtype).T + sa.w_o.bias.to(x.dtype)
+    source = norm(x, layer.norm1, bias=False) if layer.norm_first else x  # the norm's linear part, at x_j
+    moves = head_moves(linear(source, layer.self_attn.w_v, bias=False), layer.self_attn)  # (B, H, T, D), no bias
+    actual = None if layer.norm_first else x + traced.attended  # post-norm: the norm held at the block's output
     out = torch.zeros(B, T, T, dtype=x.dtype, device=x.device)
     step = max(1, CHUNK // max(1, B * T * D))
     eye = torch.eye(T, dtype=x.dtype, device=x.device)
@@ -50,7 +37,7 @@ def layer_map(
         parts = torch.einsum("bhij,bhjd->bijd", weights[:, :, rows], moves)  # (B, n, T, D)
         parts = parts + eye[rows, :, None] * x[:, None]  # the residual: x_j itself when j = i
         if actual is not None:
-            parts = held_norm(parts, actual[:, rows, None], layer.norm1)
+            parts = norm(parts, layer.norm1, held_at=actual[:, rows, None], bias=False)
         y = parts.sum(dim=2, keepdim=True)  # (B, n, 1, D)
         share = (y.abs().sum(-1) - (y - parts).abs().sum(-1)).clamp(min=0)  # (B, n, T)
         out[:, rows] = share * mask[:, None, :].to(x.dtype)
@@ -61,4 +48,4 @@ def explain(net: TransformerClassifier, ids: Tensor, mask: Tensor, target: Tenso
     return rolled_out(net, ids, mask, layer_map)
 
 
-register(Method("alti", "ALTI", signed=False, family="attention", explain=explain))
+register(Method("alti", "ALTI", signed=False, explain=explain))

@@ -3,13 +3,12 @@ the weight times the length of what key j moves, mean of heads, the pooled row."
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from ... import inference
-from ...model.classifier import TransformerClassifier
+from ...model.classifier import TransformerClassifier, pool
 from . import Explanation, Method, Options, register
-from ._maps import head_means, pooled
+from ._maps import head_means
 
 
 def norm_maps(net: TransformerClassifier, ids: Tensor, mask: Tensor) -> list[Tensor]:
@@ -20,8 +19,7 @@ def norm_maps(net: TransformerClassifier, ids: Tensor, mask: Tensor) -> list[Ten
 
 
 def explain(net: TransformerClassifier, ids: Tensor, mask: Tensor, target: Tensor, options: Options) -> Explanation:
-    means = head_means(norm_maps(net, ids, mask))
-    return Explanation(pooled(means[-1], mask, net.config.pooling), maps=torch.stack(means, dim=1))
+    return Explanation(pool(head_means(norm_maps(net, ids, mask))[-1], mask, net.config.pooling))
 
 
-register(Method("attention_norm", "attention x norm (last layer)", signed=False, family="attention", explain=explain))
+register(Method("attention_norm", "attention x norm (last layer)", signed=False, explain=explain))

@@ -3,20 +3,17 @@ sum 1, the share of what reaches each query, rolled out as the weights are (roll
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from ...model.classifier import TransformerClassifier
 from . import Explanation, Method, Options, register
-from ._maps import head_means, pooled, rollout, shares
+from ._maps import head_means, pooled_rollout, shares
 from .attention_norm import norm_maps
 
 
 def explain(net: TransformerClassifier, ids: Tensor, mask: Tensor, target: Tensor, options: Options) -> Explanation:
     layers = [shares(m) for m in head_means(norm_maps(net, ids, mask))]
-    return Explanation(pooled(rollout(layers), mask, net.config.pooling), maps=torch.stack(layers, dim=1))
+    return Explanation(pooled_rollout(net, layers, mask, residual=0.5))
 
 
-register(
-    Method("attention_norm_rollout", "rollout of attention x norm", signed=False, family="attention", explain=explain)
-)
+register(Method("attention_norm_rollout", "rollout of attention x norm", signed=False, explain=explain))

@@ -32,4 +32,4 @@ def passes(length: int, classes: int, options: Options) -> Passes:
     return Passes(forward=1, backward=1)
 
 
-register(Method("attnlrp", "AttnLRP", signed=True, family="decomposition", explain=explain, passes=passes))
+register(Method("attnlrp", "AttnLRP", signed=True, explain=explain, passes=passes))

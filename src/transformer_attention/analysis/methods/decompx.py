@@ -105,8 +105,4 @@ def passes(length: int, classes: int, options: Options) -> Passes:
     return Passes(forward=1, backward=classes)
 
 
-register(
-    Method(
-        "decompx", "DecompX", signed=True, family="decomposition", explain=explain, passes=passes,
-    )
-)  # fmt: skip
+register(Method("decompx", "DecompX", signed=True, explain=explain, passes=passes))

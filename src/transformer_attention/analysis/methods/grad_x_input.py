@@ -23,4 +23,4 @@ def passes(length: int, classes: int, options: Options) -> Passes:
     return Passes(forward=1, backward=1)
 
 
-register(Method("grad_x_input", "gradient x input", signed=True, family="gradient", explain=explain, passes=passes))
+register(Method("grad_x_input", "gradient x input", signed=True, explain=explain, passes=passes))

@@ -38,8 +38,4 @@ def passes(length: int, classes: int, options: Options) -> Passes:
     return Passes(forward=options.ig_steps + 4, backward=options.ig_steps)
 
 
-register(
-    Method(
-        "integrated_gradients", "Integrated Gradients", signed=True, family="gradient", explain=explain, passes=passes
-    )
-)
+register(Method("integrated_gradients", "Integrated Gradients", signed=True, explain=explain, passes=passes))

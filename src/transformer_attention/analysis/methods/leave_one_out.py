@@ -38,4 +38,4 @@ def passes(length: int, classes: int, options: Options) -> Passes:
     return Passes(forward=length)
 
 
-register(Method("leave_one_out", "leave-one-out", signed=True, family="perturbation", explain=explain, passes=passes))
+register(Method("leave_one_out", "leave-one-out", signed=True, explain=explain, passes=passes))

@@ -25,4 +25,4 @@ def passes(length: int, classes: int, options: Options) -> Passes:
     return Passes()
 
 
-register(Method("random", "random", signed=False, family="baseline", explain=explain, passes=passes))
+register(Method("random", "random", signed=False, explain=explain, passes=passes))

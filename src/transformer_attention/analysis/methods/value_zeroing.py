@@ -16,37 +16,25 @@ from ...model.encoder import TransformerEncoderLayer
 from ...model.probes import head_moves
 from ..passes import Passes
 from . import Explanation, Method, Options, register
-from ._forward import Rules, feed_forward, norm
+from ._forward import LayerTrace, after_attention
 from ._maps import rolled_out, shares
 
 CHUNK = 2**23  # rows x d_model (or feed-forward width) held at once
 
 
-def layer_map(
-    x: torch.Tensor, weights: torch.Tensor, layer: TransformerEncoderLayer, mask: torch.Tensor
-) -> torch.Tensor:
+def layer_map(traced: LayerTrace, layer: TransformerEncoderLayer, mask: torch.Tensor) -> torch.Tensor:
     """(B, T, T): how far token i's output moves when token j's values are zeroed, rows summing to 1."""
+    x, weights, attended = traced.x, traced.weights, traced.attended
     B, T, D = x.shape
-    sa, rules, name = layer.self_attn, Rules(), "relu" if layer.activation is F.relu else "gelu"
-    source = norm(x, layer.norm1, rules) if layer.norm_first else x
-    moves = head_moves(source @ sa.w_v.weight.to(x.dtype).T + sa.w_v.bias.to(x.dtype), sa)  # (B, H, T, D): W_O^h v_j
-    attended = torch.einsum("bhij,bhjd->bid", weights, moves) + sa.w_o.bias.to(x.dtype)  # (B, T, D)
-
-    def block(a: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:  # the layer after its attention
-        if layer.norm_first:
-            z = residual + a
-            return z + feed_forward(norm(z, layer.norm2, rules), layer, name, rules)
-        z = norm(residual + a, layer.norm1, rules)
-        return norm(z + feed_forward(z, layer, name, rules), layer.norm2, rules)
-
-    y = block(attended, x)  # (B, T, D): the layer's actual output
+    moves = head_moves(traced.values, layer.self_attn)  # (B, H, T, D): W_O^h v_j
+    y = after_attention(x, attended, layer)  # (B, T, D): the layer's actual output
     width = max(D, layer.linear1.out_features)
     step = max(1, CHUNK // max(1, B * T * width))
     out = torch.zeros(B, T, T, dtype=x.dtype, device=x.device)
     for start in range(0, T, step):
         rows = slice(start, min(T, start + step))
         removed = torch.einsum("bhij,bhjd->bijd", weights[:, :, rows], moves)  # (B, n, T, D)
-        zeroed = block(attended[:, rows, None] - removed, x[:, rows, None])  # (B, n, T, D)
+        zeroed = after_attention(x[:, rows, None], attended[:, rows, None] - removed, layer)  # (B, n, T, D)
         distance = 1 - F.cosine_similarity(zeroed, y[:, rows, None], dim=-1)  # (B, n, T)
         out[:, rows] = distance.clamp(min=0) * mask[:, None, :].to(x.dtype)
     return shares(out)
@@ -62,4 +50,4 @@ def passes(length: int, classes: int, options: Options) -> Passes:
     return Passes(forward=1 + length)
 
 
-register(Method("value_zeroing", "value zeroing", signed=False, family="attention", explain=explain, passes=passes))
+register(Method("value_zeroing", "value zeroing", signed=False, explain=explain, passes=passes))
