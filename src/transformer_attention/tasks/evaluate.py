@@ -1,12 +1,5 @@
-"""`python evaluate.py`: test a checkpoint on the test split of any dataset, with the checkpoint's own tokenizer
-and labels.
-
-The same `ClassifierModule.test_step` as training runs, so the metrics (`test/acc`, `test/f1`, `test/loss`)
-are the ones training reported, and they go to TensorBoard in this run's own folder. With `analyses=heads`,
-`analyses=faithfulness` or both, it also measures which heads (on validation) and which words (on test, or
-`analysis.split`) matter (analysis/): PNG, JSON and a table in `<run>/analysis/`, TensorBoard's `analysis/` tags,
-and a summary on the console. Their inputs are checked against the data before the test runs.
-"""
+"""`python evaluate.py`: test a checkpoint on the test split of any dataset with its own tokenizer and labels (the
+metrics training reported, by the same `test_step`); with `analyses=`, also which heads and words matter to it."""
 
 from __future__ import annotations
 
@@ -66,9 +59,13 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     if not chosen.names:
         return logged_metrics(trainer), None
     result = run_analyses(
-        module.net, chosen, splits=datamodule.splits, tokenizer=ready(datamodule.tokenizer),
-        label_names=module.hparams.get("label_names"), deciding_words=deciding_words_for(datamodule),
-    )  # fmt: skip
+        module.net,
+        chosen,
+        splits=datamodule.splits,
+        tokenizer=ready(datamodule.tokenizer),
+        label_names=module.hparams.get("label_names"),
+        deciding_words=deciding_words_for(datamodule),
+    )
     folder, label = Path(cfg.paths.output_dir) / "analysis", f"checkpoint {Path(cfg.ckpt_path).name}"
     keep_analysis(result, folder, trainer.loggers, trainer.global_step, label=label)
     return logged_metrics(trainer), result

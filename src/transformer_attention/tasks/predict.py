@@ -1,12 +1,6 @@
-"""`python predict.py`: classify texts with a checkpoint alone.
-
-Texts come from `text=`, `texts=[...]`, `text_file=` (`-` is stdin); it prints one line per text, writes
-`predictions.jsonl` and, with `save_attention=true` (or `png`), one attention PNG per text and layer (every head
-in its own panel), the rollout and the text shaded by the pooled row (a paragraph per layer, then the rollout) in
-the run folder, coloured on `scale` (plotting/scales.py); `save_attention=html` writes one interactive page per text
-instead (plotting/html.py), with each word's attribution by attention, rollout, Integrated Gradients and
-leave-one-out and their faithfulness on that text (analysis/, settings analysis.*); `both` writes both.
-"""
+"""`python predict.py`: classify texts with a checkpoint alone (`text=`, `texts=[...]`, `text_file=`, `-`: stdin):
+a line per text, `predictions.jsonl` and, with `save_attention`, each text's attention as PNGs (`png`: its layers,
+rollout and text view) or an interactive page with its word attributions (`html`), or both."""
 
 from __future__ import annotations
 
@@ -28,7 +22,7 @@ from ..errors import CheckpointError, ConfigError, InputError, printable
 from ..files import atomic_write, shown
 from ..inference import Prediction, infer, predict
 from ..plotting import ReviewText, paragraphs, plot_rollout, save_attention_html, save_attention_png, save_figure
-from ..plotting.review import Review, cut_review, plain, read_note
+from ..plotting.review import cut_review, plain, read_note
 from ..plotting.scales import DEFAULT_SCALE, MAP_KINDS, SCALES
 from ..plotting.words import POOLED_ROW
 from ..training.checkpoint import load_module
@@ -38,8 +32,8 @@ if TYPE_CHECKING:
 
 
 def read_texts(text: str | None = None, texts: Sequence[str] | None = None, text_file: str | None = None) -> list[str]:
-    """All texts given: `text`, then `texts`, then the non-empty lines of `text_file` (`-` = stdin).
-    None at all, an empty or blank `text` / `texts` entry, or a `text_file` that cannot be read is an InputError."""
+    """`text`, then `texts`, then the non-empty lines of `text_file` (`-`: stdin); an InputError for none at all, a
+    blank one, or a file that cannot be read."""
     given = ([] if text is None else [("text", str(text))]) + [
         (f"texts[{i}]", str(t)) for i, t in enumerate(texts or [])
     ]
@@ -55,8 +49,8 @@ def read_texts(text: str | None = None, texts: Sequence[str] | None = None, text
 
 
 def _read_lines(text_file: str) -> list[str]:
-    """One text per `\n`-terminated line, exactly (a final `\r` dropped): not str.splitlines, which also
-    breaks lines at U+0085, U+2028, form feeds and lone `\r`, all of which occur inside real reviews."""
+    """One text per `\n`-terminated line (a final `\r` dropped): not str.splitlines, which also breaks lines at
+    U+0085, U+2028, form feeds and lone `\r`, all found inside real reviews."""
     if text_file == "-":
         name, data = "stdin", sys.stdin.buffer.read()
     else:
@@ -72,14 +66,9 @@ def _read_lines(text_file: str) -> list[str]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
-        raise InputError(
-            f"text_file={text_file}: {name} is not UTF-8 text (byte {data[err.start]:02x} at line {line}): "
-            f"convert it, e.g. iconv -f latin1 -t utf-8"
-        ) from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the last line's own terminator
-    return [line.removesuffix("\r") for line in lines]
+        fix = "convert it, e.g. iconv -f latin1 -t utf-8"
+        raise InputError(f"text_file={text_file}: {name} is not UTF-8 text (line {line}): {fix}") from None
+    return [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")]
 
 
 def caption(pred: Prediction, pooling: str) -> str:
@@ -89,79 +78,46 @@ def caption(pred: Prediction, pooling: str) -> str:
     return f"{pred.label} ({pred.probabilities[pred.label]:.2f}): {text[:80]} \u00b7 pooled: {POOLED_ROW[pooling]}"
 
 
-def save_attention_pngs(
-    pred: Prediction, folder: Path, index: int, pooling: str = "cls", scale: str = DEFAULT_SCALE
-) -> list[Path]:
-    """One PNG per layer for one prediction: `<folder>/<index>_layer<l>.png`, a panel per head and their mean."""
-    title = caption(pred, pooling)
-    return [
+def save_pngs(pred: Prediction, folder: Path, index: int, pooling: str, scale: str) -> dict[str, Any]:
+    """One prediction's pictures and their paths for its record: `<index>_layer<l>.png` (a panel per head, then
+    their mean), `<index>_rollout.png` and `<index>_text.png` (the words shaded by each layer, the rollout)."""
+    title, maps, name = caption(pred, pooling), pred.attentions or [], f"{index:04d}"
+    layers = [
         save_attention_png(
-            folder / f"{index:04d}_layer{layer}.png", pred.tokens, weights, title=f"layer {layer} | {title}",
-            mean=True, scale=scale, pooling=pooling,
+            folder / f"{name}_layer{layer}.png",
+            pred.tokens,
+            weights,
+            title=f"layer {layer} | {title}",
+            mean=True,
+            scale=scale,
+            pooling=pooling,
         )
-        for layer, weights in enumerate(pred.attentions or [])
-    ]  # fmt: skip
+        for layer, weights in enumerate(maps)
+    ]
+    rollout = plot_rollout(pred.tokens, maps, f"{title} \u00b7 rollout", pooling=pooling, scale=scale)
+    pooled, labels = paragraphs(maps, pooling)  # (P, T): a row a paragraph
+    text = ReviewText(pred.tokens, len(pooled), title, pooling=pooling, scale=scale).draw(pooled, labels)
+    return {
+        "attention_png": [str(path) for path in layers],
+        "rollout_png": str(save_figure(rollout, folder / f"{name}_rollout.png")),
+        "text_png": str(save_figure(text, folder / f"{name}_text.png")),
+    }
 
 
-def _weights(pred: Prediction) -> list[torch.Tensor]:
-    """`pred`'s attention weights, one (H, T, T) tensor per layer; a ValueError when it was made without them."""
-    if pred.attentions is None:
-        raise ValueError("this prediction has no attention weights: make it with predict(..., need_weights=True)")
-    return pred.attentions
-
-
-def save_rollout_png(
-    pred: Prediction, folder: Path, index: int, pooling: str = "cls", scale: str = DEFAULT_SCALE
-) -> Path:
-    """The attention rollout of one prediction (each token's share in the pooled vector, through all layers):
-    `<folder>/<index>_rollout.png`."""
-    fig = plot_rollout(
-        pred.tokens, _weights(pred), f"{caption(pred, pooling)} \u00b7 rollout", pooling=pooling, scale=scale
-    )
-    return save_figure(fig, folder / f"{index:04d}_rollout.png")
-
-
-def save_text_png(pred: Prediction, folder: Path, index: int, pooling: str = "cls", scale: str = DEFAULT_SCALE) -> Path:
-    """The text of one prediction, each word shaded by the pooled row, a paragraph per layer (mean of heads) and
-    the rollout: `<folder>/<index>_text.png`."""
-    pooled, labels = paragraphs(_weights(pred), pooling)  # (P, T): a row a paragraph
-    view = ReviewText(pred.tokens, len(pooled), caption(pred, pooling), pooling=pooling, scale=scale)
-    return save_figure(view.draw(pooled, labels), folder / f"{index:04d}_text.png")
-
-
-def save_attention_page(
-    pred: Prediction,
-    folder: Path,
-    index: int,
-    explained: Explained | None = None,
-    removal: str = "",
-    pooling: str = "cls",
-    norms: list[torch.Tensor] | None = None,
-    agreement: dict[str, Any] | None = None,
-    review: Review | None = None,
-) -> Path:
-    """The interactive attention view of one prediction (every layer, head and the rollout; with `norms`, the
-    norm-weighted maps too) and, when `explained`, its word attributions with their faithfulness on this text:
-    `<folder>/<index>.html`, titled `text_<index>` (the name of the pictures its buttons save), the text under the
-    title and, where the model read only part of it (`review`), the cut. `agreement`: each method's tau over
-    all the texts explained (mean +- SE), beside this text's."""
-    probs = ", ".join(f"{name} {prob:.2f}" for name, prob in pred.probabilities.items())
-    words = {}
-    if explained is not None:
-        k = ", ".join(m.split("@")[1] for m in next(iter(explained.scores.values())) if m.startswith("sufficiency@"))
-        words = {
-            "attributions": {m: a.tolist() for m, a in explained.attributions.items()},
-            "faithfulness": {m: {q: s.get(q) for q in MEASURES} for m, s in explained.scores.items()},
-            "faithfulness_note": f"for the class {list(pred.probabilities)[explained.target]}; this text's words "
-            f"{removal}; comprehensiveness and sufficiency: the mean over the top {k}% of its words",
-            "agreement": agreement,
-        }
-    return save_attention_html(
-        folder / f"{index:04d}.html", pred.tokens, _weights(pred), title=f"text_{index}",
-        caption=f"{pred.label} ({probs})", review=review or Review(pred.text, len(pred.tokens)),
-        pooling=pooling, method_labels=labels(), method_signed=signed(), text_method=TEXT_METHOD, norms=norms,
-        **words,
-    )  # fmt: skip
+def page_words(pred: Prediction, explained: Explained | None, removal: str, agreement: Any) -> dict[str, Any]:
+    """What a page shows of `pred`'s word attributions: each method's, with its faithfulness on this text and its
+    `agreement` over all the texts explained (mean +- SE)."""
+    if explained is None:
+        return {}
+    k = ", ".join(m.split("@")[1] for m in next(iter(explained.scores.values())) if m.startswith("sufficiency@"))
+    target = list(pred.probabilities)[explained.target]
+    return {
+        "attributions": {m: a.tolist() for m, a in explained.attributions.items()},
+        "faithfulness": {m: {q: s.get(q) for q in MEASURES} for m, s in explained.scores.items()},
+        "faithfulness_note": f"for the class {target}; this text's words {removal}; comprehensiveness and "
+        f"sufficiency: the mean over the top {k}% of its words",
+        "agreement": agreement,
+    }
 
 
 # the page's table, per method
@@ -170,7 +126,7 @@ ATTENTION_FORMATS = {False: (), "none": (), True: ("png",), "png": ("png",), "ht
 
 
 def attention_formats(value: object) -> tuple[str, ...]:
-    """What `save_attention` asks for: () for false/none, ("png",) for true/png, ("html",), or both."""
+    """What `save_attention` asks for: (), ("png",), ("html",) or both."""
     key = value.lower() if isinstance(value, str) else value
     if value is None or isinstance(value, bool | str) and key in ATTENTION_FORMATS:
         return ATTENTION_FORMATS.get(key, ())
@@ -181,9 +137,7 @@ def attention_formats(value: object) -> tuple[str, ...]:
 
 
 def main(cfg: DictConfig) -> list[Prediction]:
-    """Classify the given texts, print them, write predictions.jsonl (and the attention pictures).
-    Missing texts (InputError) and an unusable checkpoint (CheckpointError) are raised for the entry
-    point's error wrapper to print as one line."""
+    """Classify the given texts, print them, write predictions.jsonl (and the attention pictures)."""
     formats = attention_formats(cfg.get("save_attention"))
     kind = cfg.get("attention_map") or "weight"
     if kind not in MAP_KINDS:
@@ -218,24 +172,32 @@ def main(cfg: DictConfig) -> list[Prediction]:
         explained, removal = explain_rows(module.net, rows, tok, cfg.get("analysis"), label_names=names)
         found = [e.scores for e in explained if e is not None]
         agreement = agreement_over_texts(found) if len(found) > 1 else None  # beside each text's, on every page
-    run = Path(cfg.paths.output_dir)
-    records, pooling = [], module.hparams.get("pooling", "cls")
+    run, pooling = Path(cfg.paths.output_dir), module.hparams.get("pooling", "cls")
+    records = []
     for i, p in enumerate(preds):
         record = {**p.to_dict(), "tokens_read": len(p.tokens), "truncated": p.text_tokens > len(p.tokens)}
         if "png" in formats:
-            folder = run / "attention"
             drawn, norm = p, norms[i]  # norms: computed for kind=norm
             if kind != "weight" and norm is not None:  # weight x norm, each row's shares
                 drawn = replace(p, attentions=[n / n.sum(-1, keepdim=True).clamp(min=1e-12) for n in norm])
-            record["attention_png"] = [str(path) for path in save_attention_pngs(drawn, folder, i, pooling, scale)]
-            record["rollout_png"] = str(save_rollout_png(drawn, folder, i, pooling=pooling, scale=scale))
-            record["text_png"] = str(save_text_png(drawn, folder, i, pooling=pooling, scale=scale))
+            record.update(save_pngs(drawn, run / "attention", i, pooling, scale))
         if "html" in formats:
-            cut = cut_review(p.text, len(p.tokens), tok)
-            page = save_attention_page(
-                p, run / "attention", i, explained[i], removal, pooling, norms=norms[i], agreement=agreement, review=cut
+            probs = ", ".join(f"{name} {prob:.2f}" for name, prob in p.probabilities.items())
+            path = save_attention_html(
+                run / "attention" / f"{i:04d}.html",
+                p.tokens,
+                p.attentions or [],
+                title=f"text_{i}",
+                caption=f"{p.label} ({probs})",
+                review=cut_review(p.text, len(p.tokens), tok),
+                pooling=pooling,
+                norms=norms[i],
+                method_labels=labels(),
+                method_signed=signed(),
+                text_method=TEXT_METHOD,
+                **page_words(p, explained[i], removal, agreement),
             )
-            record["attention_html"] = str(page)
+            record["attention_html"] = str(path)
         records.append(json.dumps(record, ensure_ascii=False) + "\n")
     atomic_write(run / "predictions.jsonl", "".join(records))
     for p in preds:

@@ -92,10 +92,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
 
 def starting_point(cfg: DictConfig, model_settings: dict, resume: Resume) -> Start | None:
-    """What `model.init_from` names (None: from scratch, or a resumed run, which has its own weights), checked to
-    fit `model_settings` (`model.*`) before any data is read: a file pretrain.py wrote, or `pretrain`: what
-    pretraining makes of this run's texts and settings, from the cache or made now in a folder of its own
-    (outputs/pretrain/runs/<time>/)."""
+    """What `model.init_from` names, checked to fit `model.*` before any data is read (None: from scratch, or a
+    resumed run): a file pretrain.py wrote, or `pretrain`, cached or made now in outputs/pretrain/runs/<time>/."""
     init_from = model_settings.get("init_from")
     if not init_from or resume:
         return None
@@ -125,21 +123,19 @@ def starting_point(cfg: DictConfig, model_settings: dict, resume: Resume) -> Sta
 
 
 def without_extra_texts(cfg: DictConfig, model_settings: dict, reason: str, choice: str) -> None:
-    """`pretrain.without_extra_texts=scratch`: the run starts from random embeddings, held fixed for no epoch, and
-    its config says so; `error`: one line, before any work."""
+    """`pretrain.without_extra_texts=scratch`: the run starts from random embeddings, never held fixed, and its
+    config says so; `error`: one line, before any work."""
     fix = "give them: pretrain.extra_texts=[imdb:unsupervised] online, or local folders (docs/results.md)"
     if choice == "error":
         raise ConfigError(f"model.init_from=pretrain needs extra texts, and {reason}: {fix}")
-    log.warning("%s: this recipe starts from random embeddings (model.init_from=null), what it measured best "
-                "without extra texts; for its word vectors %s", reason, fix)  # fmt: skip
+    start = "this recipe starts from random embeddings (model.init_from=null), what it measured best without them"
+    log.warning("%s: %s; for its word vectors %s", reason, start, fix)
     for settings in (cfg.model, model_settings):
         settings["init_from"], settings["freeze_embedding_epochs"] = None, 0
-    return None
 
 
 def pretraining_view(cfg: DictConfig, out_dir: Path) -> DictConfig:
-    """This run's config as the pretraining it starts sees it: its own folder (what `pretrain.callbacks`'
-    checkpoints and `pretrain.logger` interpolate), its task name, nothing to resume."""
+    """This run's config as the pretraining it starts sees it: its own folder, task name, nothing to resume."""
     own = copy.deepcopy(cfg)
     with open_dict(own):
         own.paths.output_dir = str(out_dir)

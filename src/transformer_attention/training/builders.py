@@ -1,15 +1,5 @@
-"""What a run is built from, one config group at a time (as lightning-hydra-template's instantiators): callbacks,
-loggers, the trainer, the data and the model. Each special case of building sits here, behind a name:
-
-- a TensorBoard logger of a resumed run hides the steps logged after its checkpoint (`purge_step`);
-- checkpoints are written atomically (`AtomicCheckpointIO`), unless the config names its own plugins;
-- `precision=auto` picks the faster of fp32 and bf16 once a model and a batch exist (precision.py);
-- an epoch of fewer batches than `log_every_n_steps` logs once an epoch, not never;
-- DDP ranks > 0 read rank 0's tokenizer rather than training their own;
-- a model that starts from random embeddings never holds them fixed (`random_embedding_trains`).
-
-Each builder takes its group's node (a mapping of `_target_` entries, as Hydra composed it), never the run's config.
-"""
+"""What a run is built from, one config group's node at a time (as lightning-hydra-template's instantiators):
+callbacks, loggers, the trainer, the data and the model, each special case of building behind a name."""
 
 from __future__ import annotations
 
@@ -43,8 +33,7 @@ def plain(node: Any) -> Any:
 
 
 def instantiate_group(group: Mapping[str, Any] | None, kinds: Mapping[type, dict[str, Any]] | None = None) -> list[Any]:
-    """Instantiate every non-null `_target_` entry of a group (callbacks, logger); `kinds` maps a class to extra
-    arguments for the targets that are it or a subclass of it (`build_loggers`)."""
+    """Every non-null `_target_` entry of a group, made; `kinds`: a class -> extra arguments for its subclasses."""
     kinds = kinds or {}
     objects = []
     for entry in (group or {}).values():
@@ -59,17 +48,14 @@ def instantiate_group(group: Mapping[str, Any] | None, kinds: Mapping[type, dict
 
 
 def build_loggers(group: Mapping[str, Any] | None, purge_step: int | None = None) -> list[Logger]:
-    """The logger group's loggers. A run resumed at `purge_step` hides, in TensorBoard, the steps its first
-    run logged after that checkpoint (SummaryWriter's `purge_step`): after a `kill -9` they are trained and
-    logged again, and TensorBoard would otherwise show both."""
+    """The logger group's loggers; TensorBoard's hide the steps a run resumed at `purge_step` trains again."""
     purge = {"purge_step": purge_step} if purge_step is not None else {}
     return instantiate_group(group, kinds={TensorBoardLogger: purge})
 
 
 class TrainerBuilder:
-    """The run's Trainer, from its config group. Made at once, so a setting Lightning refuses fails before any
-    data is read; with `precision=auto` it is made in fp32 first and made again by `for_model` if bf16 is
-    clearly faster for that model on this machine."""
+    """The run's Trainer, made at once (a setting Lightning refuses fails before any data is read), with atomic
+    checkpoints; with `precision=auto`, made again by `for_model` if bf16 is clearly faster for that model."""
 
     def __init__(self, settings: Mapping[str, Any], callbacks: list[Any], loggers: list[Logger]) -> None:
         self.settings, self.callbacks, self.loggers = settings, callbacks, loggers
@@ -83,8 +69,7 @@ class TrainerBuilder:
         return instantiate(self.settings, callbacks=callbacks, logger=self.loggers or False, **plugins, **chosen)
 
     def for_model(self, module: L.LightningModule, datamodule: L.LightningDataModule) -> L.Trainer:
-        """The Trainer to fit `module` on `datamodule` with: with `precision=auto`, in the precision timed on a
-        real batch; logging at least once an epoch (small data: fewer batches than `log_every_n_steps`)."""
+        """The Trainer to fit `module` with: in the precision `auto` times, logging at least once an epoch."""
         trainer = self.trainer
         if self.auto:
             precision = auto_precision(module, datamodule, self.settings.get("accelerator", "cpu"))
@@ -100,9 +85,8 @@ class TrainerBuilder:
 
 
 def build_data(data: Mapping[str, Any], **settings: Any) -> ReviewDataModule:
-    """The data group's datamodule (a ReviewDataModule, or a class with its interface) with `settings` on top (a
-    checkpoint's or pretrained encoder's tokenizer, where to save it). DDP ranks > 0 take the tokenizer rank 0 saved
-    in the run folder: one vocabulary for all."""
+    """The data group's datamodule with `settings` on top (a tokenizer to reuse, where to save it); DDP ranks > 0
+    take the tokenizer rank 0 saved: one vocabulary for all."""
     rank = rank_zero_only.rank  # type: ignore[attr-defined]  # Lightning sets it, undeclared
     if "tokenizer" not in settings and rank > 0:
         settings["tokenizer"] = rank_zero_tokenizer(Path(settings["output_dir"]) / "tokenizer.json")
@@ -110,8 +94,7 @@ def build_data(data: Mapping[str, Any], **settings: Any) -> ReviewDataModule:
 
 
 def rank_zero_tokenizer(path: Path, timeout_s: float = 3600.0) -> str:
-    """The tokenizer JSON rank 0 saved in the run folder; waits for it where all ranks start at once
-    (SLURM, torchrun). Lightning's own launcher starts the other ranks after rank 0 has saved it."""
+    """The tokenizer JSON rank 0 saved in the run folder, waited for where all ranks start at once (torchrun)."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -126,21 +109,19 @@ def rank_zero_tokenizer(path: Path, timeout_s: float = 3600.0) -> str:
 
 
 def random_embedding_trains(model: MutableMapping[str, Any], *copies: MutableMapping[str, Any]) -> None:
-    """No `init_from` (random embeddings): `freeze_embedding_epochs`, which holds loaded word vectors fixed, is set
-    to 0 in `model` and its `copies` (the run's recorded config), with one warning; a random embedding held fixed
-    leaves the first epochs' model guessing one class."""
+    """No `init_from`: `freeze_embedding_epochs` set to 0 in `model` and its `copies`, with a warning (a random
+    embedding held fixed leaves the first epochs guessing one class)."""
     epochs = model.get("freeze_embedding_epochs") or 0
     if model.get("init_from") or not epochs:
         return
-    log.warning("model.freeze_embedding_epochs=%s holds loaded word vectors fixed; this run starts from random "
-                "embeddings (model.init_from=null), so they train from the first epoch", epochs)  # fmt: skip
+    random = "this run starts from random embeddings (model.init_from=null), so they train from the first epoch"
+    log.warning("model.freeze_embedding_epochs=%s holds loaded word vectors fixed; %s", epochs, random)
     for settings in (model, *copies):
         settings["freeze_embedding_epochs"] = 0
 
 
 def build_model(make_model: Any, datamodule: Any) -> ClassifierModule:
-    """The model group's module (`make_model`: its partial) sized by the data, its vocabulary and label names
-    inside."""
+    """The model group's module (`make_model`: its partial) sized by the data, its tokenizer and labels inside."""
     return make_model(
         vocab_size=datamodule.vocab_size,
         num_classes=datamodule.num_classes,
@@ -153,8 +134,7 @@ def build_model(make_model: Any, datamodule: Any) -> ClassifierModule:
 def test_best(
     trainer: L.Trainer, model: L.LightningModule, datamodule: L.LightningDataModule, fallback: str | None = None
 ) -> dict[str, float]:
-    """Test the best checkpoint of this fit, else `fallback` (the checkpoint a run without training was given),
-    else the weights as they are; returns every logged metric as a float."""
+    """Test the fit's best checkpoint, else `fallback`, else the weights as they are; every logged metric."""
     best = getattr(trainer.checkpoint_callback, "best_model_path", "") or fallback or ""
     if not best:
         log.warning("no best checkpoint: testing the weights as they are at the end of training")

@@ -1,12 +1,6 @@
-"""Checkpoints: read safely with clear errors (one loader for every `.ckpt` a run takes: `ckpt_path`,
-`model.init_from` (pretraining/weights.py), evaluate's and predict's), written atomically; `numbers_digest` tells
-whether two runs trained the same model, bit for bit.
-
-A `.ckpt` written by `train.py` or `pretrain.py` is a Lightning checkpoint of plain data (tensors, numbers,
-strings, lists, dicts), so it loads with `torch.load(weights_only=True)`: no pickled code runs. Anything else
-(a missing file, a truncated download, a foreign checkpoint) is a `CheckpointError` naming the path and the
-fix, which the entry points print without a traceback.
-"""
+"""Checkpoints: every `.ckpt` a run takes read by one loader, with `torch.load(weights_only=True)` (no pickled
+code runs: a train.py checkpoint is plain data), anything else a `CheckpointError` naming the path and the fix;
+written atomically; `numbers_digest` tells whether two runs trained the same model, bit for bit."""
 
 from __future__ import annotations
 
@@ -35,15 +29,18 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """The Lightning checkpoint dict at `path`, loaded with `weights_only=True` on the CPU."""
     p = Path(path).expanduser()
     if not p.exists():
-        raise CheckpointError(f"checkpoint {p} does not exist{_nearby(p)}")
+        near = sorted(q.name for q in p.parent.glob("*.ckpt")) if p.parent.is_dir() else []
+        beside = f" (checkpoints in {p.parent}: {near})" if near else ""
+        raise CheckpointError(f"checkpoint {p} does not exist{beside}")
     if p.is_dir():
-        found = sorted(q.name for q in p.glob("*.ckpt")) or sorted(
-            str(q.relative_to(p)) for q in p.glob("checkpoints/*.ckpt")
-        )
+        found = sorted(str(q.relative_to(p)) for q in [*p.glob("*.ckpt"), *p.glob("checkpoints/*.ckpt")])
         raise CheckpointError(f"checkpoint {p} is a folder: pass a .ckpt file in it (found: {found or 'none'})")
-    if not p.is_file():
-        raise CheckpointError(f"checkpoint {p} is not a regular file (a FIFO, socket or device): pass a .ckpt file")
-    _check_format(p)
+    head = b""
+    if p.is_file():  # not a FIFO: reading it would wait
+        with open(p, "rb") as f:
+            head = f.read(2)
+    if head != b"PK" and head[:1] != b"\x80":  # neither torch.save's zip nor an older pickle
+        raise CheckpointError(f"{p} is not a PyTorch checkpoint: pass a .ckpt from a run's checkpoints/ folder")
     try:
         with warnings.catch_warnings():  # torch's pickle-protocol notes: the error below says it better
             warnings.simplefilter("ignore", UserWarning)
@@ -71,9 +68,8 @@ NUMBERS = ("state_dict", "optimizer_states", "lr_schedulers")  # what a training
 
 
 def numbers_digest(path: str | Path) -> str:
-    """SHA-256 of a checkpoint's numbers (`NUMBERS`: the weights, the optimizers' and schedulers' state; each
-    tensor's name, dtype, shape and bytes): equal for two runs that trained the same model bit for bit, where the
-    files' bytes differ (callbacks keep the run's paths)."""
+    """SHA-256 of a checkpoint's `NUMBERS` (each tensor's name, dtype, shape and bytes): equal for two runs that
+    trained the same model bit for bit, whose files differ (callbacks keep the run's paths)."""
     ckpt, digest = read_checkpoint(path), hashlib.sha256()
 
     def add(name: str, value: Any) -> None:
@@ -130,8 +126,8 @@ def load_module(path: str | Path, map_location: str | torch.device = "cpu") -> C
 
 
 def check_usable(module: ClassifierModule, path: str | Path) -> None:
-    """A CheckpointError for weights that are not finite (a diverged training: every prediction would be NaN) or a
-    tokenizer whose patterns can make it give up on a text, before any text is read."""
+    """A CheckpointError for weights that are not finite (a diverged training) or a tokenizer pattern that can
+    take exponential time, before any text is read."""
     bad = [name for name, t in module.state_dict().items() if t.is_floating_point() and not torch.isfinite(t).all()]
     if bad:
         raise CheckpointError(
@@ -147,21 +143,6 @@ def check_usable(module: ClassifierModule, path: str | Path) -> None:
         )
 
 
-def _check_format(p: Path) -> None:
-    """A PyTorch checkpoint is a zip archive (torch.save's format since 1.6) or, older, a pickle:
-    anything else is not a checkpoint at all, whatever torch.load would make of it."""
-    with open(p, "rb") as f:
-        head = f.read(4)
-    if not head:
-        raise CheckpointError(f"checkpoint {p} is empty (0 bytes): not a checkpoint; pick another .ckpt")
-    if head.startswith(b"PK") or head[0] == 0x80:  # zip (perhaps truncated: torch.load says how) or pickle
-        return
-    raise CheckpointError(
-        f"{p} ({p.stat().st_size} bytes) is not a checkpoint: a .ckpt is a zip archive written by torch.save, "
-        f"this file starts with bytes {head.hex(' ')}; pass a .ckpt from a run's checkpoints/ folder"
-    )
-
-
 def _reason(err: BaseException, marker: str = "") -> str:
     """The telling part of a loader's error: the line after `marker`, or the first sentence."""
     message = str(err).split(marker, 1)[1] if marker and marker in str(err) else str(err)
@@ -170,19 +151,9 @@ def _reason(err: BaseException, marker: str = "") -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
-def _nearby(p: Path) -> str:
-    """A hint listing the checkpoints next to a path that does not exist."""
-    folder = p.parent if p.parent.is_dir() else None
-    found = sorted(q.name for q in folder.glob("*.ckpt")) if folder else []
-    return f" (checkpoints in {folder}: {found})" if found else ""
-
-
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint writer, made atomic on a local disk: the checkpoint goes to a temporary file
-    in the target's own folder, is synced, then renamed over the target (files.atomic_write), so a full disk or a
-    kill never leaves a truncated `.ckpt` under a real name. (Lightning's own writer stages the file in
-    the system's temporary folder and copies it over when that is another file system.) A full disk ends
-    the run with a DiskError naming the folder and its free space."""
+    """Lightning's checkpoint writer, atomic on a local disk (files.atomic_write): a full disk or a kill never
+    leaves a truncated `.ckpt` under a real name, and a full disk is a DiskError naming the folder."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
         if "://" in str(path):  # remote storage: Lightning's writer and its fsspec transaction
@@ -195,9 +166,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 def expect_checkpoints(run_dir: str | Path) -> None:
-    """Silence Lightning's warning that a checkpoint folder under `run_dir` "exists and is not empty", which names a
-    site-packages path, for a run resumed in its own folder (ckpt_path=<run>/checkpoints/...): that is what the
-    folder is for. About any other folder (a dirpath a user set) it still warns."""
+    """No warning that the checkpoint folder of a run resumed in `run_dir` "exists and is not empty": that is what
+    it is for (any other folder still warns)."""
     # the folder as given, and as ModelCheckpoint writes its dirpath (a realpath: through symlinks)
     folders = "|".join(re.escape(str(p).rstrip("/")) for p in {str(run_dir), os.path.realpath(run_dir)})
     warnings.filterwarnings("ignore", message=rf"Checkpoint directory ({folders})[/\\].* exists and is not empty")

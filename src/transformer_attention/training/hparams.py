@@ -1,7 +1,5 @@
-"""The run's hyperparameters for the loggers: the resolved config to each logger (`hparams.yaml`) and, for
-TensorBoard's HPARAMS tab, the settings that shape a result (`result_hparams`, the same columns in every run),
-those that differ between the runs compared marked (`differing_keys`), the metrics beside them, and the run's
-session."""
+"""The run's hyperparameters: the resolved config to each logger (`hparams.yaml`) and, for TensorBoard's HPARAMS
+tab, the settings that shape a result (the same columns in every run, those that differ marked) and metrics."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ MISSING = "none"  # a setting a run lacks or leaves unset: parallel coordinates 
 
 
 def flatten_config(config: Mapping, prefix: str = "") -> dict[str, int | float | str]:
-    """`{"model": {"d_model": 64}}` -> `{"model.d_model": 64}`; lists, bools and the like as strings (TensorBoard
-    would show a bool as 0 / 1), None as "none"."""
+    """`{"model": {"d_model": 64}}` -> `{"model.d_model": 64}`; lists and bools as strings, None as "none"."""
     flat: dict[str, int | float | str] = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
@@ -55,9 +52,8 @@ RESULT_KEYS = (  # what shapes a result: the HPARAMS columns (model.* is all of 
 
 
 def result_hparams(config: Mapping, overrides: Sequence[str] = (), columns: Sequence[str] = ()) -> dict[str, Any]:
-    """The flattened settings that shape a run's result, the same keys in every run (`RESULT_KEYS`, then `model.*`
-    but Hydra's `_target_` plumbing), after `columns` (a sweep's varied keys; a group choice such as `data=imdb`
-    takes its value from `overrides`); a setting the run lacks is "none", so every run has every column."""
+    """The settings that shape a run's result, the same keys in every run (`columns`, `RESULT_KEYS`, `model.*` but
+    `_target_`s; a group choice such as `data=imdb` from `overrides`), "none" where the run has none."""
     flat = flatten_config(config)
     given = dict(str(o).lstrip("+~").split("=", 1) for o in overrides if "=" in str(o))
     model = [k for k in flat if k.startswith("model.") and "._" not in f".{k}"]
@@ -66,9 +62,8 @@ def result_hparams(config: Mapping, overrides: Sequence[str] = (), columns: Sequ
 
 
 def differing_keys(settings: Mapping[str, Any], overrides: Sequence[str] = ()) -> list[str]:
-    """The HPARAMS columns to check: in a multirun, the keys its sweep varies (`varied_keys`); in a single run,
-    the settings its experiment and overrides change from the defaults (the config composed without
-    overrides), or, where that cannot be composed, the keys it overrides."""
+    """The HPARAMS columns to check: in a multirun, the keys its sweep varies; in a single run, those its
+    experiment and overrides change from the defaults (else the keys it overrides)."""
     if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
         return varied_keys(overrides)
     if given_no_overrides():  # the run is the defaults: nothing differs (and nothing to compose)
@@ -80,8 +75,7 @@ def differing_keys(settings: Mapping[str, Any], overrides: Sequence[str] = ()) -
 
 
 def default_settings(keys: Sequence[str]) -> dict[str, Any] | None:
-    """`keys` as the running Hydra app's config has them without any override (None outside a Hydra app); keys
-    the data fills in at run time (`???`) are left out."""
+    """`keys` as the Hydra app's config has them without overrides (None outside one), but those left `???`."""
     cfg = default_config()  # the same composition the console's tree compared the run against
     if cfg is None:  # outside a Hydra app, or one composed another way (a test's config): fall back
         return None
@@ -106,15 +100,9 @@ def log_hyperparameters(
     metrics: Sequence[str] = (),
     trial_id: str | None = None,
 ) -> None:
-    """Log the resolved run config to every logger (Lightning's `hparams.yaml`). TensorBoard also gets the
-    HPARAMS tab's data: an experiment (its columns: the settings that shape the result, `result_hparams`, those
-    that differ first and marked so, `differing_keys`, which TensorBoard checks; then `metrics`, in this order)
-    and this run's session, named `trial_id` (the Trial ID column: short enough to show what the run tried).
-
-    TensorBoard takes one run's experiment for the whole table: every run of this project writes the same
-    columns and metrics, every job of a sweep the same differing keys (what the sweep varies). The summaries go into the
-    logger's own event file, through its SummaryWriter's public `file_writer`: a second event file in the run
-    folder could sort after the logger's, and a live `tensorboard` follows only a run's newest file."""
+    """The resolved config to every logger; to TensorBoard, HPARAMS' experiment (the `result_hparams` columns, the
+    differing ones first and checked, then `metrics`) and this run's session, named `trial_id`, in the logger's own
+    event file (a live `tensorboard` follows only a run's newest)."""
     metrics = list(dict.fromkeys(metrics))  # the optimised metric may be one of the others
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     settings = result_hparams(config, overrides, varied_keys(overrides) if multirun else ())
@@ -141,8 +129,7 @@ def log_hyperparameters(
 
 @dataclass(frozen=True)
 class RunRecord:
-    """What a run's loggers record of it: its resolved config (a plain dict), the command-line overrides that are its
-    own (a pretraining started by train.py has none), its folder, tags and notes."""
+    """What a run's loggers record of it: its resolved config, its own overrides, its folder, tags and notes."""
 
     config: dict[str, Any]
     output_dir: str
@@ -165,8 +152,7 @@ class RunRecord:
 
 
 def log_run(loggers: Sequence[Logger], record: RunRecord, metrics: Sequence[str | None] = ()) -> None:
-    """`log_hyperparameters` for a Hydra run: its resolved config, its overrides, its folder as the trial id, and its
-    `tags` and `notes` as a TensorBoard text."""
+    """`log_hyperparameters` for a Hydra run, and its `tags` and `notes` as a TensorBoard text."""
     log_hyperparameters(
         loggers,
         record.config,
@@ -195,9 +181,8 @@ def _set_plugin_data(summary: Summary, data: HParamsPluginData) -> None:
 
 
 def varied_keys(overrides: Sequence[str]) -> list[str]:
-    """The keys the HPARAMS columns lead with: in a multirun, the keys its sweep varies (the sweep overrides of
-    its command line, as `<sweep>/multirun.yaml` records them, and `hydra.sweeper.params`); in a single run,
-    every key it overrides."""
+    """The keys a multirun's sweep varies (`<sweep>/multirun.yaml`'s sweep overrides, `hydra.sweeper.params`); in
+    a single run, every key it overrides."""
     own = [str(o).lstrip("+~").split("=", 1)[0] for o in overrides]
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return own
@@ -211,8 +196,8 @@ def varied_keys(overrides: Sequence[str]) -> list[str]:
 
 
 def trial_id(run_dir: str | Path, overrides: Sequence[str] = ()) -> str:
-    """A run's name in the HPARAMS Trial ID column, which shows its first 15 characters or so: the run's folder;
-    for a sweep's job, what it tried first, then its number and sweep (`num_heads=8 · job 3 · 2026-12-01_...`)."""
+    """A run's name in the HPARAMS Trial ID column (its first 15 characters show): the folder's, or for a sweep's
+    job what it tried, its number and sweep (`num_heads=8 · job 3 · 2026-12-01_...`)."""
     run = Path(run_dir)
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return run.name

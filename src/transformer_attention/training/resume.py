@@ -1,14 +1,6 @@
-"""Resuming a run from `ckpt_path`: one object that knows the checkpoint, whether the run goes on in the folder
-that wrote it, and what the resumed run must reuse so that it continues the same run.
-
-- the checkpoint is loaded and checked at once (a bad path fails in a second): its `model.*` must be the
-  config's (`check_matches`);
-- the data reuses its tokenizer and label names, so the vocabulary cannot drift (`data_settings`);
-- TensorBoard hides the steps the first run logged after the checkpoint (`purge_step`: after a `kill -9`
-  they are trained and logged again);
-- a run resumed in its own folder keeps the first run's files: its config goes to `.hydra/resume_<time>/`
-  (train.yaml's `hydra.run`, cli/resolvers.py) and its tokenizer.json and label_names.json are not rewritten.
-"""
+"""Resuming a run from `ckpt_path`: the checkpoint, checked at once against the config's `model.*`, whether the
+run goes on in the folder that wrote it (then it rewrites none of its files), and what it reuses: the tokenizer and
+label names, and the step TensorBoard goes on from."""
 
 from __future__ import annotations
 
@@ -37,8 +29,7 @@ class Resume:
     def of(
         cls, ckpt_path: Any, model: Mapping[str, Any], output_dir: str | Path, max_epochs: int | None = None
     ) -> Resume:
-        """Load and check `ckpt_path` (None: a fresh run) against the run's model settings (`model.*`) and, for a run
-        that trains, its `trainer.max_epochs` (there must be an epoch left to train)."""
+        """Load `ckpt_path` (None: a fresh run), checked against `model.*` and, where it trains, `max_epochs`."""
         if not ckpt_path:
             return cls()
         checkpoint = load_checkpoint(ckpt_path)
@@ -55,8 +46,7 @@ class Resume:
         return self.checkpoint["global_step"] if self.checkpoint is not None else None
 
     def data_settings(self, output_dir: str) -> dict[str, Any]:
-        """What the data module takes from the checkpoint: its tokenizer and label names, and where to save them
-        (nowhere when resumed in place: the folder keeps the first run's)."""
+        """The checkpoint's tokenizer and label names, and where to save them (nowhere when resumed in place)."""
         if self.checkpoint is None:
             return {"output_dir": output_dir}
         return {
@@ -80,8 +70,7 @@ def check_epochs_left(
 
 
 def epochs_trained(checkpoint: dict[str, Any]) -> int:
-    """How many epochs a checkpoint has trained to their end (its fit loop's processed epochs; a checkpoint
-    saved in the middle of an epoch has not finished that one)."""
+    """How many epochs a checkpoint has trained to their end (its fit loop's processed epochs)."""
     progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {}).get("total", {})
     return int(progress.get("processed", checkpoint.get("epoch", 0)))
 

@@ -1,8 +1,6 @@
-"""Every `_target_` a user can change, tried before any data is read, so that whatever a library refuses is one
-`config error:` line naming the key, not a traceback minutes later: the optimiser and its schedule are built on a
-dummy parameter (`module.build_optimization`, what `configure_optimizers` runs), and the Trainer's, callbacks' and
-loggers' arguments are bound to their signatures (as torchtune's config validation binds a component's), nested
-`_target_`s (a profiler, a strategy) included. Nothing is made that writes a file or prints a line."""
+"""Every `_target_` a user can change, tried before any data is read, so that what a library refuses is one line
+naming the key: the optimiser and schedule built on a dummy parameter, the Trainer's, callbacks' and loggers'
+arguments bound to their signatures (as torchtune's config validation does), nested targets included."""
 
 from __future__ import annotations
 
@@ -54,9 +52,8 @@ def try_group(group: Mapping[str, Any] | None, prefix: str) -> None:
 
 
 def try_signature(node: Mapping[str, Any], prefix: str) -> None:
-    """Bind `node`'s arguments to its `_target_`'s signature (a partial may leave some out), then its nested targets';
-    a target that does not exist, an argument it does not take, or one it needs and lacks is a ConfigError. A node
-    without a `_target_` is left alone."""
+    """Bind `node`'s arguments to its `_target_`'s signature, then its nested targets': a ConfigError for a target
+    that does not exist, an argument it does not take or one it lacks."""
     if "_target_" not in node:
         return
     target = node["_target_"]
