@@ -1,12 +1,7 @@
-"""Workarounds of dependencies' bugs, each with its upstream issue, a version guard and a test that fails once
-upstream fixes it (tests/test_compat.py: a strict xfail that asserts the fixed behaviour). The only module allowed
-to reach past a public API (tests/test_public_api.py scans the rest). It imports the standard library only; each
-workaround imports the dependency it mends when called (`quiet_console` imports Lightning: the entry points call it
-after the config check, so a bad config still fails before torch is imported).
-
-Each guard turns its workaround off on a release newer than the newest one checked (the versions constraints.txt
-pins): after an upgrade, tests/test_compat.py says whether the bug is still there (raise the bound) or fixed
-(remove the workaround)."""
+"""Workarounds of dependencies' bugs, the only module allowed past a public API: each with its upstream issue, a guard
+that turns it off on a release newer than the newest one checked, and a strict xfail in tests/test_compat.py that
+passes once upstream fixes it. Standard library at import time; each workaround imports the dependency it mends
+when called (`quiet_console` imports Lightning: the entry points call it after the config check)."""
 
 from __future__ import annotations
 

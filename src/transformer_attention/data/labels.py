@@ -66,8 +66,13 @@ def labels_to_ids(
     if "str" in first:  # not integer words mixed with other words (a CSV column holding `0`, `1`, `positive`)
         check_integers_or_words(value for values in labels.values() for value in values)
     from_checkpoint = bool(label_names) and not names_from.startswith("data.")
-    if not from_checkpoint:  # a model's classes are fixed: its test data may hold any of them
-        _check_two_classes(labels.get("train", []))
+    found = sorted(set(labels.get("train", [])), key=str)
+    if len(found) < 2 and not from_checkpoint:  # a model's classes are fixed: its test data may hold any of them
+        what = f"one class, {found[0]!r}, in all {len(labels['train'])} rows" if found else "no labels"
+        raise DataError(
+            f"the train split holds {what}: a classifier needs two classes or more; "
+            f"check data.label_column and the files (or data.split_names)"
+        )
     if "str" in first:
         names = list(label_names) if label_names else sorted(set(labels["train"]))
         index = {name: i for i, name in enumerate(names)}
@@ -100,17 +105,6 @@ def labels_to_ids(
     if missing := sorted(set(range(n)) - set(ids["train"])):
         log.warning("classes %s (%s) have no training example", missing, [names[i] for i in missing])
     return ids, names
-
-
-def _check_two_classes(train: list[Any]) -> None:
-    """A classifier needs two classes: one (or none) in the train split is an error naming the class."""
-    found = sorted(set(train), key=str)
-    if len(found) < 2:
-        what = f"one class, {found[0]!r}, in all {len(train)} rows" if found else "no labels"
-        raise DataError(
-            f"the train split holds {what}: a classifier needs two classes or more; "
-            f"check data.label_column and the files (or data.split_names)"
-        )
 
 
 def names_or_ids(names: Iterable[object] | None, num_classes: int) -> list[str]:

@@ -19,11 +19,11 @@ class LogProgress:
     """The log lines that stand for a bar: `desc: 25,000 texts`, `desc: 12,000 of 25,000 texts, 31 s`, `desc: 25,000
     texts in 64 s`."""
 
-    def __init__(self, total: int, desc: str, unit: str, every_s: float = EVERY_S, logger: logging.Logger = log):
-        self.total, self.desc, self.unit, self.every_s, self.log = total, desc, unit, every_s, logger
+    def __init__(self, total: int, desc: str, unit: str) -> None:
+        self.total, self.desc, self.unit, self.every_s = total, desc, unit, EVERY_S
         self.done, self.start = 0, time.perf_counter()
         self.last, self.closed = self.start, False
-        self.log.info("%s: %s", desc, self._count(total))
+        log.info("%s: %s", desc, self._count(total))
 
     def _count(self, n: int) -> str:
         return f"{n:,} {self.unit}{'' if n == 1 else 's'}"
@@ -33,14 +33,12 @@ class LogProgress:
         now = time.perf_counter()
         if now - self.last >= self.every_s and self.done < self.total:
             self.last = now
-            self.log.info(
-                "%s: %s of %s, %.0f s", self.desc, f"{self.done:,}", self._count(self.total), now - self.start
-            )
+            log.info("%s: %s of %s, %.0f s", self.desc, f"{self.done:,}", self._count(self.total), now - self.start)
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.log.info("%s: %s in %.1f s", self.desc, self._count(self.done), time.perf_counter() - self.start)
+            log.info("%s: %s in %.1f s", self.desc, self._count(self.done), time.perf_counter() - self.start)
 
     def __enter__(self) -> LogProgress:
         return self
@@ -65,12 +63,10 @@ class Silent:
         pass
 
 
-def progress(
-    total: int, desc: str, unit: str, *, show: bool = True, every_s: float | None = None
-) -> tqdm[Any] | LogProgress | Silent:
+def progress(total: int, desc: str, unit: str, *, show: bool = True) -> tqdm[Any] | LogProgress | Silent:
     """A tqdm bar where stderr is a terminal, else `LogProgress`; nothing when not `show` (a short job)."""
     if not show:
         return Silent()
     if sys.stderr.isatty():
         return tqdm(total=total, desc=desc, unit=unit)
-    return LogProgress(total, desc, unit, every_s=EVERY_S if every_s is None else every_s)
+    return LogProgress(total, desc, unit)

@@ -26,7 +26,10 @@ def rationale_flags(value: Any, text: str, where: str) -> list[bool]:
     """One bool per whitespace word of `text`; a DataError naming `where` (source, split, row) and the fix when
     `value` is neither form or does not fit the text."""
     if isinstance(value, str):
-        value = json.loads(value) if value.strip().startswith("[") and _is_json(value) else value.split()
+        try:
+            value = json.loads(value) if value.strip().startswith("[") else value.split()
+        except json.JSONDecodeError:
+            value = value.split()
     if hasattr(value, "tolist"):  # a NumPy array from parquet
         value = value.tolist()
     words = text.split()
@@ -50,14 +53,6 @@ def rationale_flags(value: Any, text: str, where: str) -> list[bool]:
     if missing:
         raise DataError(f"{where}: rationale words {missing} are not words of the text {text[:60]!r}; {FIX}")
     return flags
-
-
-def _is_json(value: str) -> bool:
-    try:
-        json.loads(value)
-    except json.JSONDecodeError:
-        return False
-    return True
 
 
 def checked_rationales(values: Sequence[Any], texts: Sequence[str], where: str) -> list[list[bool] | None]:

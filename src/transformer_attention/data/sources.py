@@ -197,9 +197,7 @@ def _files_by_split(folder: Path) -> dict[str, list[str]]:
         if f.suffix.lower() not in FORMATS or any(part.startswith(".") for part in f.relative_to(folder).parts):
             continue
         found.append(str(f.relative_to(folder)))
-        leading = re.match(r"[a-z]*", f.stem.lower())
-        assert leading is not None  # "[a-z]*" matches every string, if only with ""
-        word = leading.group()
+        word = re.findall(r"^[a-z]*", f.stem.lower())[0]  # "train" of train-00000-of-00002
         if word in SPLIT_ALIASES:
             files.setdefault(word, []).append(str(f))
     if not files:
@@ -212,9 +210,8 @@ def _files_by_split(folder: Path) -> dict[str, list[str]]:
 
 def our_splits(source: str, dsets: dict[str, Any], split_names: dict[str, str | None] | None) -> dict[str, Any]:
     """Rename the loaded splits to train / validation / test (by `split_names`, else by name)."""
-    available = list(dsets.keys())
+    available, out = list(dsets.keys()), {}
     if split_names:
-        out = {}
         for ours, theirs in split_names.items():
             if ours not in ("train", "validation", "test"):
                 raise DataError(f"data.split_names has key {ours!r}; keys are train, validation, test")
@@ -224,7 +221,6 @@ def our_splits(source: str, dsets: dict[str, Any], split_names: dict[str, str | 
                 raise DataError(f"data.split_names.{ours}={theirs!r}: {source} has splits {available}")
             out[ours] = dsets[theirs]
     else:
-        out = {}
         for theirs, d in dsets.items():
             alias = SPLIT_ALIASES.get(theirs)
             if alias is None:

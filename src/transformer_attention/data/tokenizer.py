@@ -53,7 +53,9 @@ def train_tokenizer(
         show_progress=len(texts) >= PROGRESS_MIN_TEXTS,
     )
     tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
-    tok = _with_special_tokens(tok, special)
+    trained, tok = tok, Tokenizer(tok.model)  # with only `special` as special tokens: the "##c" pieces are words
+    tok.normalizer, tok.pre_tokenizer, tok.decoder = trained.normalizer, trained.pre_tokenizer, trained.decoder
+    tok.add_special_tokens(special)
     tok.post_processor = processors.TemplateProcessing(single=f"{CLS} $A", special_tokens=[(CLS, CLS_ID)])
     assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == [PAD_ID, UNK_ID, CLS_ID, MASK_ID]
     return tok
@@ -67,14 +69,6 @@ def _continuing_pieces(texts: Sequence[str], normalizer: normalizers.Normalizer)
     for text in texts:
         chars.update(normalizer.normalize_str(text))
     return [f"##{c}" for c in sorted(chars) if not c.isspace()]
-
-
-def _with_special_tokens(tok: Tokenizer, special: list[str | AddedToken]) -> Tokenizer:
-    """The trained tokenizer with only `special` as special tokens (the "##c" pieces stay plain vocabulary)."""
-    out = Tokenizer(tok.model)
-    out.normalizer, out.pre_tokenizer, out.decoder = tok.normalizer, tok.pre_tokenizer, tok.decoder
-    out.add_special_tokens(special)
-    return out
 
 
 def save_tokenizer(tok: Tokenizer, path: str | Path) -> Path:

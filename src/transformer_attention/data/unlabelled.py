@@ -26,6 +26,7 @@ from .tokenizer import CLS_ID, PAD_ID, cut_at, ready
 log = logging.getLogger(__name__)
 
 WHOLE_TEXT = 1_000_000  # a max_length no text reaches: pretraining reads every text whole
+MAX_HOLDOUT = 1000  # held-out texts at most: enough to compare epochs on
 
 
 class HubUnavailable(DataError):
@@ -56,7 +57,8 @@ def load_texts(source: str, text_column: str = "text") -> list[str]:
         source, split = match.groups()
         where = Path(source)
     path, name = (str(where), "local") if where.exists() else (None, source)
-    if path is None and ("/" in source.strip("./") or source.startswith(".")) and not _hub_like(source):
+    hub_like = re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", source)  # owner/name
+    if path is None and ("/" in source.strip("./") or source.startswith(".")) and not hub_like:
         raise DataError(f"pretrain.extra_texts: {source!r} does not exist (relative paths start at {Path.cwd()})")
     if split != "train" and path is not None:
         return _local_split(where, split, text_column)
@@ -98,10 +100,6 @@ def _texts(dataset: Any, source: str, text_column: str) -> list[str]:
     return [t for t in dataset[text_column] if isinstance(t, str) and t.strip()]
 
 
-def _hub_like(source: str) -> bool:
-    return re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", source) is not None
-
-
 def windows(rows: Sequence[np.ndarray], max_length: int) -> list[np.ndarray]:
     """Each row of ids ([CLS] first) cut into windows of at most `max_length` ids, each starting with [CLS]:
     a long review is read whole, in pieces, not truncated."""
@@ -116,8 +114,8 @@ def windows(rows: Sequence[np.ndarray], max_length: int) -> list[np.ndarray]:
 
 class PretrainingData(L.LightningDataModule):
     """`data`'s train texts plus each `extra_texts` source's, minus every text of `data`'s validation and test
-    splits; the tokenizer is trained on them. `holdout` of the texts (at most `max_holdout`), drawn with `data`'s
-    `split_seed`, are held out to measure the pretraining on."""
+    splits; the tokenizer is trained on them. `holdout` of the texts (at most MAX_HOLDOUT), drawn with `data`'s
+    `split_seed`, are held out to measure the pretraining on; the training batches are bucketed by length."""
 
     def __init__(
         self,
@@ -127,14 +125,11 @@ class PretrainingData(L.LightningDataModule):
         max_length: int = 128,
         batch_size: int = 64,
         holdout: float = 0.02,
-        max_holdout: int = 1000,
-        bucket_by_length: bool = True,
         seed: int = 0,
     ) -> None:
         super().__init__()
         self.data, self.extra_texts, self.text_column = data, list(extra_texts), text_column
-        self.max_length, self.batch_size, self.bucket_by_length = max_length, batch_size, bucket_by_length
-        self.holdout, self.max_holdout, self.seed = holdout, max_holdout, seed
+        self.max_length, self.batch_size, self.holdout, self.seed = max_length, batch_size, holdout, seed
         self.texts: dict[str, list[str]] = {}
         self.splits: dict[str, EncodedDataset] = {}
         self.tokenizer: Tokenizer | None = None
@@ -162,7 +157,7 @@ class PretrainingData(L.LightningDataModule):
             texts += extra
         g = torch.Generator().manual_seed(self.data.split_seed)
         perm = torch.randperm(len(texts), generator=g).tolist()
-        n_out = max(1, min(self.max_holdout, int(len(texts) * self.holdout)))
+        n_out = max(1, min(MAX_HOLDOUT, int(len(texts) * self.holdout)))
         self.texts = {
             "train": [texts[i] for i in sorted(perm[n_out:])],
             "validation": [texts[i] for i in sorted(perm[:n_out])],
@@ -190,10 +185,8 @@ class PretrainingData(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader[dict[str, Any]]:
         data = self.splits["train"]
-        if self.bucket_by_length:
-            sampler = BucketBatchSampler(RandomSampler(data), self.batch_size, lengths=data.lengths, seed=self.seed)
-            return DataLoader(data, batch_sampler=sampler, collate_fn=collate)
-        return DataLoader(data, batch_size=self.batch_size, shuffle=True, collate_fn=collate)
+        sampler = BucketBatchSampler(RandomSampler(data), self.batch_size, lengths=data.lengths, seed=self.seed)
+        return DataLoader(data, batch_sampler=sampler, collate_fn=collate)
 
     def val_dataloader(self) -> DataLoader[dict[str, Any]]:
         return DataLoader(self.splits["validation"], batch_size=self.batch_size, collate_fn=collate)
