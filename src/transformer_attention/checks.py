@@ -1,5 +1,6 @@
-"""What every settings check shares: numbers that are not booleans, a "did you mean" hint, settings dataclasses built
-from a config node (`settings_of`), and `lazy_face`, which keeps torch out until a name needs it. Standard library."""
+"""What every settings check shares: numbers that are not booleans, a "did you mean" hint, settings dataclasses
+built from a config node (`settings_of`), and `lazy_face`, which keeps torch out until a name needs it. Standard
+library."""
 
 from __future__ import annotations
 
@@ -44,8 +45,9 @@ def closest(name: Any, known: Sequence[str]) -> str | None:
 
 
 def settings_of(kind: type[T], values: Mapping[str, Any], prefix: str, what: str) -> T:
-    """`kind(**values)`, a settings dataclass that checks its own fields; a key it has no field for (`+model.key=...`
-    gets past Hydra's schema) is a ConfigError naming `prefix + key`, `what` the settings are of, the nearest field."""
+    """`kind(**values)`, a settings dataclass that checks its own fields; a key it has no field for
+    (`+model.key=...` gets past Hydra's schema) is a ConfigError naming `prefix + key`, `what` the settings are of,
+    the nearest field."""
     known = [f.name for f in fields(kind)]
     for key in values:
         if key not in known:

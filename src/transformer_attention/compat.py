@@ -1,7 +1,7 @@
-"""Workarounds of dependencies' bugs, the only module allowed past a public API: each with its upstream issue, a guard
-that turns it off on a release newer than the newest one checked, and a strict xfail in tests/test_compat.py that
-passes once upstream fixes it. Standard library at import time; each workaround imports the dependency it mends
-when called (`quiet_console` imports Lightning: the entry points call it after the config check)."""
+"""Workarounds of dependencies' bugs, the only module allowed past a public API: each with its upstream issue, a
+guard that turns it off on a release newer than the newest one checked, and a strict xfail in tests/test_compat.py
+that passes once upstream fixes it. Standard library at import time; each workaround imports the dependency it
+mends when called (`quiet_console` imports Lightning: the entry points call it after the config check)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The project's error kinds, bad input a user can fix: the entry points print each as one line, `<kind>: <message>`;
-a sweep's job returns one as `JobFailed`, so the sweep records the job as failed and goes on."""
+"""The project's error kinds, bad input a user can fix: the entry points print each as one line, `<kind>:
+<message>`; a sweep's job returns one as `JobFailed`, so the sweep records the job as failed and goes on."""
 
 
 class UserError(Exception):
@@ -39,7 +39,7 @@ class DiskError(UserError, OSError):
 
 
 def printable(text: object) -> str:
-    """`text` safe to print on a terminal: unprintable characters (escape sequences, newlines) as Python escapes."""
+    """`text` safe to print: unprintable characters (escape sequences, newlines) as Python escapes."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 

@@ -24,9 +24,9 @@ Content = bytes | bytearray | memoryview | str | Callable[[BinaryIO], object]
 
 
 def atomic_write(path: str | Path, content: Content) -> Path:
-    """Write `content` (bytes, text, or a function that writes into the open binary file) to `path` through a synced
-    temporary file renamed over it: no reader sees half a file, a failure leaves `path` as it was and no temporary
-    file; a full disk is a DiskError naming the folder and its free space."""
+    """Write `content` (bytes, text, or a function that writes into the open binary file) to `path` through a
+    synced temporary file renamed over it: no reader sees half a file, a failure leaves `path` as it was and no
+    temporary file; a full disk is a DiskError naming the folder and its free space."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
@@ -47,8 +47,8 @@ def atomic_write(path: str | Path, content: Content) -> Path:
             size = "" if callable(data) else f" ({len(data) / mib:.2f} MiB)"
             raise DiskError(
                 f"no space left to write {path.name}{size} in {path.parent}: {usage.free / mib:.2f} MiB free of "
-                f"{usage.total / mib:.1f} MiB; every file already there is complete. Free space there, or run with "
-                "paths.log_dir=<a folder on a disk with space>"
+                f"{usage.total / mib:.1f} MiB; every file already there is complete. Free space there, or run "
+                "with paths.log_dir=<a folder on a disk with space>"
             ) from None
         raise
     return path
@@ -63,9 +63,9 @@ class Busy(Exception):
 
 
 def hold_lock(path: str | Path, wait: bool = False, until_exit: bool = False) -> FileLock:
-    """Take the exclusive lock `path` (the kernel drops it when the process ends, even on `kill -9`). Held by another
-    process: Busy at once, or with `wait` say once who holds it and wait. The holder's id goes to `<path>.pid`, for
-    the messages. `until_exit`: released when this process exits."""
+    """Take the exclusive lock `path` (the kernel drops it when the process ends, even on `kill -9`). Held by
+    another process: Busy at once, or with `wait` say once who holds it and wait. The holder's id goes to
+    `<path>.pid`, for the messages. `until_exit`: released when this process exits."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path), timeout=-1 if wait else 0)

@@ -1,6 +1,6 @@
-"""This project's Optuna sweeper as a Hydra plugin (found only under `hydra_plugins`), `hparams_search=optuna`. Hydra
-imports every plugin at start-up, so this one imports `transformer_attention.sweeps` (optuna) only when a sweep
-starts."""
+"""This project's Optuna sweeper as a Hydra plugin (found only under `hydra_plugins`), `hparams_search=optuna`.
+Hydra imports every plugin at start-up, so this one imports `transformer_attention.sweeps` (optuna) only when a
+sweep starts."""
 
 from dataclasses import dataclass, field
 from typing import Any

@@ -1,7 +1,7 @@
-"""A disk cache of trained tokenizers and tokenized splits, so a second run on the same data skips both. A key hashes
-all the result depends on (the texts themselves, the settings, the tokenizer's JSON): a change is a new key, never
-a stale hit. Files are written atomically; one that does not read back (truncated, emptied, overwritten) is moved
-aside (`set_aside`) and rebuilt, never a traceback."""
+"""A disk cache of trained tokenizers and tokenized splits, so a second run on the same data skips both. A key
+hashes all the result depends on (the texts themselves, the settings, the tokenizer's JSON): a change is a new key,
+never a stale hit. Files are written atomically; one that does not read back (truncated, emptied, overwritten) is
+moved aside (`set_aside`) and rebuilt, never a traceback."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def fingerprint(*parts: object, texts: Sequence[str] = ()) -> str:
 
 
 def set_aside(path: Path, reason: str, seen: os.stat_result | None = None) -> Path:
-    """Move the unreadable cache file `path` to `<name>.corrupt-<time>` (kept for a look) with one warning line, for
-    the caller to rebuild. `seen`: the file as it was read; one replaced since (by another run) is left alone."""
+    """Move the unreadable cache file `path` to `<name>.corrupt-<time>` (kept for a look), said in one warning
+    line, for the caller to rebuild; `seen`: the file as read (one replaced since by another run is left alone)."""
     aside = path.with_name(f"{path.name}.corrupt-{datetime.now().strftime('%Y-%m-%d_%H-%M-%S-%f')}")
     try:
         now = path.stat()
@@ -54,16 +54,17 @@ def set_aside(path: Path, reason: str, seen: os.stat_result | None = None) -> Pa
     return aside
 
 
-def failure(err: BaseException, size: int, path: Path | None = None) -> str:
-    """Why a file of `size` bytes failed to read, in one short line (`path` shortened to its name)."""
-    text = " ".join(str(err).split())
-    text = text.replace(str(path), path.name) if path is not None else text
+def failure(err: BaseException, size: int, path: Path) -> str:
+    """Why the file `path` of `size` bytes failed to read, in one short line (the path, which the warning names,
+    shortened to its name)."""
+    text = " ".join(str(err).split()).replace(str(path), path.name)
     text = text[:240] + "..." if len(text) > 240 else text
     return f"{size} bytes, {type(err).__name__}: {text}" if text else f"{size} bytes, {type(err).__name__}"
 
 
 def read_cached(path: Path, parse: Callable[[BinaryIO], T]) -> T | None:
-    """`parse(file)` of the cache file `path`; None when there is none, or when `parse` fails: then it is set aside."""
+    """`parse(file)` of the cache file `path`; None when there is none, or when `parse` fails: then it is set
+    aside."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -73,7 +74,7 @@ def read_cached(path: Path, parse: Callable[[BinaryIO], T]) -> T | None:
         try:
             return parse(f)
         except Exception as err:  # whatever a damaged file makes the parser raise: rebuilt, never fatal
-            reason = failure(err, seen.st_size)
+            reason = failure(err, seen.st_size, path)
     set_aside(path, reason, seen)
     return None
 
@@ -109,7 +110,7 @@ def _tokenizer(f: BinaryIO) -> Tokenizer:
 
 
 def trained_tokenizer(cache_dir: str | Path | None, texts: Sequence[str], **settings: Any) -> Tokenizer:
-    """`train_tokenizer(texts, **settings)`, from the cache when trained before (`cache_dir` None: always trained)."""
+    """`train_tokenizer(texts, **settings)`, from the cache when trained before (and `cache_dir` is set)."""
     path = Path(cache_dir or ".") / f"tokenizer-{fingerprint('tokenizer', *settings.values(), texts=texts)}.json"
     tok = read_cached(path, _tokenizer) if cache_dir else None
     if tok is None:

@@ -33,9 +33,9 @@ log = logging.getLogger(__name__)
 
 
 class ReviewDataModule(L.LightningDataModule):
-    """Loads `name` ("toy", a Hugging Face hub name) or local data (`path`, `data_files`), trains a tokenizer on the
-    train split only (unless `tokenizer` is given, e.g. from a checkpoint), and serves batches. `label_names_from`
-    says where given `label_names` come from, for messages."""
+    """Loads `name` ("toy", a Hugging Face hub name) or local data (`path`, `data_files`), trains a tokenizer on
+    the train split only (unless `tokenizer` is given, e.g. from a checkpoint), and serves batches.
+    `label_names_from` says where given `label_names` come from, for messages."""
 
     def __init__(
         self,
@@ -68,14 +68,14 @@ class ReviewDataModule(L.LightningDataModule):
         rationale_column: str | None = None,
     ) -> None:
         super().__init__()
-        check_data_settings(locals(), prefix="data.")  # the config pre-check's rules on the arguments of their names
+        check_data_settings(locals(), prefix="data.")  # the config pre-check's rules, on these arguments
         self.rationale_column = check_rationale_column(rationale_column, scrub_pii)
         self.name, self.path, self.data_files = name, path, data_files
         self.text_column, self.label_column, self.split_names = text_column, label_column, split_names
         self.max_length, self.batch_size = max_length, batch_size
         self.eval_batch_size = eval_batch_size or batch_size
         self.bucket_by_length = bucket_by_length
-        self.tokenizer_settings = {"vocab_size": vocab_size, "min_frequency": min_frequency, "scrub_pii": scrub_pii}
+        self.tokenizer_settings = dict(vocab_size=vocab_size, min_frequency=min_frequency, scrub_pii=scrub_pii)
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
         self.split_seed, self.seed = split_seed, seed
         self.num_workers, self.toy_size = num_workers, toy_size
@@ -125,7 +125,7 @@ class ReviewDataModule(L.LightningDataModule):
         return raw
 
     def train_tokenizer(self) -> Tokenizer:
-        """The tokenizer of the train texts, trained or from the cache: `setup`'s when none was given, skip-gram's."""
+        """The tokenizer of the train texts, trained or from the cache (`setup`'s when none was given)."""
         return self.tokenizer_of(self.load()["train"]["text"])
 
     def tokenizer_of(self, texts: list[str]) -> Tokenizer:
@@ -145,7 +145,7 @@ class ReviewDataModule(L.LightningDataModule):
         return EncodedDataset(ids, labels, texts)
 
     def load(self) -> dict[str, Columns]:
-        """The checked raw splits, `{split: {"text": [...], "label": [ids]}}`, read once (pretraining's texts too)."""
+        """The checked raw splits, `{split: {"text": [...], "label": [ids]}}`, read once."""
         if not self.raw:
             self.raw = self._load_raw()
             self._check_required()
@@ -200,15 +200,12 @@ class ReviewDataModule(L.LightningDataModule):
         return ready(self.tokenizer).to_str()
 
     # ---- loaders -------------------------------------------------------------------------
-    def _dataset(self, split: str) -> EncodedDataset:
+    def _loader(self, split: str, train: bool) -> DataLoader[dict[str, Any]]:
         if not self.raw:
             self.setup(None)
         if split not in self.splits:
             self.splits[split] = self._encode(split)
-        return self.splits[split]
-
-    def _loader(self, split: str, train: bool) -> DataLoader[dict[str, Any]]:
-        dataset, workers = self._dataset(split), self.num_workers
+        dataset, workers = self.splits[split], self.num_workers
         loader = partial(DataLoader, collate_fn=collate, num_workers=workers, persistent_workers=workers > 0)
         if train and self.bucket_by_length:
             sampler = BucketBatchSampler(

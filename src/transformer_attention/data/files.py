@@ -19,7 +19,8 @@ SUFFIXES = {"like JSON": ".jsonl", "tab-separated (TSV)": ".tsv", "comma-separat
 
 def check_file(path: str | Path, fmt: str, encoding: str = "utf-8", label_column: str | None = None) -> list[str]:
     """Raise DataError naming `path` and the fix when the file cannot hold rows of format `fmt` ("parquet", "csv"
-    or "json") in `encoding`. Returns a CSV file's `label_column` values (checked across files: a CSV has no types)."""
+    or "json") in `encoding`. Returns a CSV file's `label_column` values (checked across files: a CSV has no
+    types)."""
     p = Path(path)
     if not p.is_file():
         raise DataError(f"{p} is not a regular file (a FIFO, socket or device): give a {fmt} file")
@@ -53,20 +54,19 @@ def _check_parquet(p: Path, size: int) -> None:
 
 
 def _decode(p: Path, data: bytes, encoding: str) -> str:
-    """The file's text in `encoding`; a NUL byte or one that does not decode is a DataError with where and the fix."""
+    """The file's text; a NUL byte or one that does not decode is a DataError with where and the fix."""
     if (at := data.find(b"\x00")) >= 0:
         raise DataError(
-            f"file {p} is binary, not {encoding} text (a NUL byte at offset {at}): give a .parquet file that name, "
-            "or a text file in this format"
+            f"file {p} is binary, not {encoding} text (a NUL byte at offset {at}): give a .parquet file that "
+            "name, or a text file in this format"
         )
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
+        line, byte = data[: err.start].count(b"\n") + 1, data[err.start : err.start + 1].hex()
         raise DataError(
-            f"file {p} is not {encoding} text: byte {data[err.start : err.start + 1].hex()} at line {line} (offset "
-            f"{err.start}); convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8), or name its encoding: "
-            "data.encoding=latin-1"
+            f"file {p} is not {encoding} text: byte {byte} at line {line} (offset {err.start}); convert it to "
+            "UTF-8 (e.g. iconv -f latin1 -t utf-8), or name its encoding: data.encoding=latin-1"
         ) from None
 
 
@@ -98,7 +98,7 @@ def _check_csv(p: Path, text: str, label_column: str | None) -> list[str]:
     if (seen := looks_like(text)) not in (None, "tab-separated (TSV)" if tsv else "comma-separated (CSV)"):
         raise _misnamed(p, text, seen)
     if len(lines) < 2:
-        raise DataError(f"file {p} has no rows after the header ({lines[0][:80]!r}): add rows, or leave the file out")
+        raise DataError(f"file {p} has no rows after the header ({lines[0][:80]!r}): add rows, or leave it out")
     limit = csv.field_size_limit()
     csv.field_size_limit(max(limit, len(text) + 1))  # no field is longer than the file: a review of any length
     try:

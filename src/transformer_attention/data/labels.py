@@ -93,15 +93,18 @@ def labels_to_ids(
         raise DataError(f"data.num_classes={num_classes} but the labels are {n} classes: {names}")
     for split, values in ids.items():
         for row, value in enumerate(values):
-            if not 0 <= value < n:
-                why = (
-                    f"is not a class of {names_from}, which has {n} classes (ids 0 to {n - 1}): use data labelled "
-                    "with that model's classes"
-                    if from_checkpoint
-                    else f"is outside [0, {n}) ({n} classes); unlabelled splits (label -1) cannot be used: leave "
-                    "them out with data.split_names, or set data.num_classes / data.label_names to cover every label"
+            if 0 <= value < n:
+                continue
+            if from_checkpoint:
+                raise DataError(
+                    f"label {value} in split {split!r}, row {row} is not a class of {names_from}, which has {n} "
+                    f"classes (ids 0 to {n - 1}): use data labelled with that model's classes"
                 )
-                raise DataError(f"label {value} in split {split!r}, row {row} {why}")
+            raise DataError(
+                f"label {value} in split {split!r}, row {row} is outside [0, {n}) ({n} classes); unlabelled "
+                "splits (label -1) cannot be used: leave them out with data.split_names, or set "
+                "data.num_classes / data.label_names to cover every label"
+            )
     if missing := sorted(set(range(n)) - set(ids["train"])):
         log.warning("classes %s (%s) have no training example", missing, [names[i] for i in missing])
     return ids, names

@@ -16,8 +16,8 @@ EVERY_S = 30.0  # the longest a step goes without a line where stderr is not a t
 
 
 class LogProgress:
-    """The log lines that stand for a bar: `desc: 25,000 texts`, `desc: 12,000 of 25,000 texts, 31 s`, `desc: 25,000
-    texts in 64 s`."""
+    """The log lines that stand for a bar: `desc: 25,000 texts`, `desc: 12,000 of 25,000 texts, 31 s`, `desc:
+    25,000 texts in 64 s`."""
 
     def __init__(self, total: int, desc: str, unit: str) -> None:
         self.total, self.desc, self.unit, self.every_s = total, desc, unit, EVERY_S
@@ -32,8 +32,8 @@ class LogProgress:
         self.done += int(n)
         now = time.perf_counter()
         if now - self.last >= self.every_s and self.done < self.total:
-            self.last = now
-            log.info("%s: %s of %s, %.0f s", self.desc, f"{self.done:,}", self._count(self.total), now - self.start)
+            self.last, done = now, f"{self.done:,}"
+            log.info("%s: %s of %s, %.0f s", self.desc, done, self._count(self.total), now - self.start)
 
     def close(self) -> None:
         if not self.closed:

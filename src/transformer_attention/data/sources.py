@@ -46,8 +46,8 @@ def load_columns(
     encoding: str = "utf-8",
     rationale_column: str | None = None,
 ) -> tuple[dict[str, Columns], list[str] | None]:
-    """Raw splits as `{split: {"text": [...], "label": [...]}}` (and "rationale": one flag per whitespace word, with
-    `rationale_column`), plus the label feature's class names if any."""
+    """Raw splits as `{split: {"text": [...], "label": [...]}}` (and "rationale": one flag per whitespace word,
+    with `rationale_column`), plus the label feature's class names if any."""
     source, dsets = load_source(name, path, data_files, encoding, label_column)
     dsets = our_splits(source, dsets, split_names)
     raw: dict[str, Columns] = {}
@@ -102,7 +102,7 @@ def load_source(
 
 
 def quiet_datasets() -> None:
-    """No `datasets` progress bars where stderr is not a terminal (in a log file they are lines of bar characters)."""
+    """No `datasets` progress bars where stderr is not a terminal (in a log they are lines of bar characters)."""
     import datasets
 
     if not sys.stderr.isatty():

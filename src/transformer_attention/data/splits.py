@@ -1,5 +1,5 @@
-"""Splits fit to train on: no empty texts, and a validation or test split carved from train where the data has none,
-sharing no text with it (SST-2's train rows are phrases of its sentences)."""
+"""Splits fit to train on: no empty texts, and a validation or test split carved from train where the data has
+none, sharing no text with it (SST-2's train rows are phrases of its sentences)."""
 
 from __future__ import annotations
 
@@ -80,8 +80,8 @@ def rows_sharing_text(
 def carve_split(
     train: Columns, fraction: float, seed: int, split: str = "validation", setting: str = "data.val_fraction"
 ) -> Columns:
-    """Move a `fraction` of `train`, drawn with `seed`, into a `split` of its own (returned), then drop the train rows
-    that share text with it (`rows_sharing_text`); `setting` names the fraction in messages."""
+    """Move a `fraction` of `train`, drawn with `seed`, into a `split` of its own (returned), then drop the train
+    rows that share text with it (`rows_sharing_text`); `setting` names the fraction in messages."""
     g = torch.Generator().manual_seed(seed)
     perm = torch.randperm(len(train["text"]), generator=g).tolist()
     n_out = max(1, int(len(perm) * fraction))

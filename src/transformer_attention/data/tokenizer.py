@@ -1,5 +1,5 @@
-"""A lowercasing WordPiece tokenizer (`tokenizers`) trained on the train split: special tokens [PAD] = 0, [UNK] = 1,
-[CLS] = 2 (every encoding starts with it, for the pooling), [MASK] = 3 (for pretraining); with `scrub_pii` its
+"""A lowercasing WordPiece tokenizer (`tokenizers`) trained on the train split: special tokens [PAD] = 0, [UNK] =
+1, [CLS] = 2 (every encoding starts with it, for the pooling), [MASK] = 3 (for pretraining); with `scrub_pii` its
 normalizer replaces PII by placeholder tokens, so a saved tokenizer scrubs texts at predict time too."""
 
 from __future__ import annotations

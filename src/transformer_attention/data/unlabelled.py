@@ -42,8 +42,9 @@ def drop_evaluated(texts: Sequence[str], evaluated: Iterable[str], what: str) ->
     """`texts` without any text that equals (normalized) one of `evaluated`; logs how many went."""
     banned = {normalized(t) for t in evaluated}
     kept = [t for t in texts if normalized(t) not in banned]
-    if dropped := len(texts) - len(kept):
-        log.warning("pretraining: dropped %d of %d %s that are texts of an evaluated split", dropped, len(texts), what)
+    n = len(texts)
+    if dropped := n - len(kept):
+        log.warning("pretraining: dropped %d of %d %s that are texts of an evaluated split", dropped, n, what)
     return kept
 
 
@@ -181,7 +182,8 @@ class PretrainingData(L.LightningDataModule):
 
     def _encode(self, texts: list[str], split: str) -> list[np.ndarray]:
         desc = f"tokenizing pretraining {split}"  # no truncation: `windows` cuts long texts
-        return cache.encoded(self.data.cache_dir, ready(self.tokenizer), texts, max_length=WHOLE_TEXT, desc=desc)[0]
+        tok = ready(self.tokenizer)
+        return cache.encoded(self.data.cache_dir, tok, texts, max_length=WHOLE_TEXT, desc=desc)[0]
 
     def train_dataloader(self) -> DataLoader[dict[str, Any]]:
         data = self.splits["train"]

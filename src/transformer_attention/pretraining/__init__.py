@@ -1,6 +1,6 @@
-"""Pretraining: `pretrain(settings, data, run)` with its methods as a table (a masked language model of the encoder,
-skip-gram word vectors for the embedding), the store of their results, and the `Start` they give a classifier.
-The names load with their module on first use, so `pretraining.settings` alone imports no torch."""
+"""Pretraining: `pretrain(settings, data, run)` with its methods as a table (a masked language model of the
+encoder, skip-gram word vectors for the embedding), the store of their results, and the `Start` they give a
+classifier. The names load with their module on first use, so `pretraining.settings` alone imports no torch."""
 
 from typing import TYPE_CHECKING
 

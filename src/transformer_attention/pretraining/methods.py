@@ -1,5 +1,5 @@
 """`pretrain(settings, data, run)`, which `pretrain.py` and `train.py model.init_from=pretrain` both run, and
-`METHODS`: how each `pretrain.method` makes its result, what the result depends on (the cache key), its file kind."""
+`METHODS`: how each `pretrain.method` makes its result, what it depends on (the cache key), its file kind."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Method:
-    """`make` trains and returns the file it wrote in the run's folder, a function of what `depends_on` returns (parts,
-    and the texts apart); `what` names it in messages; `try_targets` tries its `_target_`s before any data is read."""
+    """`make` trains and returns the file it wrote in the run's folder, a function of what `depends_on` returns
+    (parts, and the texts apart); `what` names it in messages; `try_targets` tries its `_target_`s before any data
+    is read."""
 
     make: Callable[[PretrainConfig, PretrainingData, PretrainRun], Path]
     depends_on: Callable[[PretrainConfig, PretrainingData], tuple[tuple, list[str]]]
@@ -38,8 +39,8 @@ METHODS: dict[str, Method] = {
 
 
 def pretrain(settings: PretrainConfig, data: ReviewDataModule, run: PretrainRun) -> Start:
-    """Pretrain on `data`'s train texts (and `pretrain.extra_texts`) as `settings` say: the result cached for the same
-    texts and settings when `run.reuse` and there is one, else made now in `run.output_dir` and cached."""
+    """Pretrain on `data`'s train texts (and `pretrain.extra_texts`) as `settings` say: the result cached for the
+    same texts and settings when `run.reuse` and there is one, else made now in `run.output_dir` and cached."""
     method = METHODS[settings.method]
     if method.try_targets is not None:
         method.try_targets(settings)
@@ -55,11 +56,12 @@ def pretrain(settings: PretrainConfig, data: ReviewDataModule, run: PretrainRun)
     parts, texts = method.depends_on(settings, corpus)
     cached = store.cached_path(run.cache_dir, settings.method, parts, texts, method.suffix)
     with store.locked(cached):
+        what = method.what
         if run.reuse and (start := store.fetch(cached)) is not None:
-            log.info("model.init_from=pretrain: the %s pretrained before on the same texts and settings", method.what)
+            log.info("model.init_from=pretrain: the %s pretrained before on the same texts and settings", what)
             return start
         if run.reuse:
-            log.info("model.init_from=pretrain: no %s cached for these texts and settings; pretraining", method.what)
+            log.info("model.init_from=pretrain: no %s cached for these texts and settings; pretraining", what)
         made = method.make(settings, corpus, run)
         store.keep(made, cached)
     return read_start(made)

@@ -1,5 +1,5 @@
-"""Masked-language-model pretraining of the classifier's own encoder, `pretrain.method=mlm`: BERT's recipe, the word
-predictor tied to the input embedding. Shapes: B batch, T tokens, D d_model, V vocabulary, N picked tokens."""
+"""Masked-language-model pretraining of the classifier's own encoder, `pretrain.method=mlm`: BERT's recipe, the
+word predictor tied to the input embedding. Shapes: B batch, T tokens, D d_model, V vocabulary, N picked tokens."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def make_encoder(settings: PretrainConfig, data: PretrainingData, run: PretrainR
 
 
 def try_targets(settings: PretrainConfig) -> None:
-    """The pretraining's `_target_`s, tried before any data is read, whether it runs now or its result is cached."""
+    """The pretraining's `_target_`s, tried before any data is read, whether it runs or its result is cached."""
     try_optimization(settings.optimizer, settings.scheduler, prefix="pretrain.")
     try_run_groups(settings.trainer, settings.callbacks, settings.logger, prefix="pretrain.")
 
@@ -123,8 +123,8 @@ def mask_tokens(
     mask_prob: float = 0.15,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT masking of the real words of `ids` (B, T): 15% picked, of those 80% become [MASK], 10% a random word, 10%
-    stay. (inputs (B, T), targets (B, T): the original id where picked, IGNORE elsewhere); padding and special
+    """BERT masking of the real words of `ids` (B, T): 15% picked, of those 80% become [MASK], 10% a random word,
+    10% stay. (inputs (B, T), targets (B, T): the original id where picked, IGNORE elsewhere); padding and special
     tokens are never picked, every batch has at least one picked token."""
 
     def rand(*shape: int) -> torch.Tensor:
@@ -144,8 +144,9 @@ def mask_tokens(
 
 
 class MaskedLMModule(EncoderModule):
-    """Masked-language-model training of a TransformerClassifier's encoder (`settings`: EncoderConfig's fields); the
-    checkpoint carries them and the tokenizer, so `model.init_from` can rebuild the encoder from the file alone."""
+    """Masked-language-model training of a TransformerClassifier's encoder (`settings`: EncoderConfig's fields);
+    the checkpoint carries them and the tokenizer, so `model.init_from` can rebuild the encoder from the file
+    alone."""
 
     predicts_labels = False  # AttentionMapLogger: no class to show in captions
 

@@ -1,5 +1,6 @@
-"""Skip-gram word vectors (gensim's Word2Vec) for the classifier's embedding, `pretrain.method=skipgram`: trained on
-pretraining's corpus, tokenized with the run's own tokenizer, so every id of the classifier's vocabulary is a word."""
+"""Skip-gram word vectors (gensim's Word2Vec) for the classifier's embedding, `pretrain.method=skipgram`: trained
+on pretraining's corpus, tokenized with the run's own tokenizer, so every id of the classifier's vocabulary is a
+word."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ log = logging.getLogger(__name__)
 
 
 def make_vectors(settings: PretrainConfig, data: PretrainingData, run: PretrainRun) -> Path:
-    """Train the vectors `settings` describe on `data`'s corpus; returns the vectors.npz written in `run.output_dir`."""
+    """Train the vectors `settings` describe on `data`'s corpus; returns the vectors.npz written in
+    `run.output_dir`."""
     tokenizer, texts = skipgram_corpus(data)
     if not data.extra_texts:
         log.warning(
@@ -79,9 +81,9 @@ class _Progress:
 def train_vectors(
     rows: list[np.ndarray], vocab_size: int, dim: int, seed: int = 0, **settings: Any
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Skip-gram vectors of the ids in `rows` (special ids left out): ((vocab_size, dim) float32, (vocab_size,) bool
-    known). `settings`: SkipgramConfig's, its defaults where not given. With one worker they are a function of the
-    rows, the settings and `seed` alone, bit for bit, in any process and under any load; more (None: the usable
+    """Skip-gram vectors of the ids in `rows` (special ids left out): ((vocab_size, dim) float32, (vocab_size,)
+    bool known). `settings`: SkipgramConfig's, its defaults where not given. With one worker they are a function of
+    the rows, the settings and `seed` alone, bit for bit, in any process and under any load; more (None: the usable
     cores) train faster but differently every time: their threads race."""
     from gensim.models import Word2Vec  # imported here: only a skip-gram run needs gensim
 

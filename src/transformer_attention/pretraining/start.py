@@ -21,9 +21,9 @@ class Start(Protocol):
     @property
     def source(self) -> str: ...  # the file it came from
 
-    def check_fits(self, model: Mapping[str, Any]) -> None: ...  # a ConfigError naming a `model.*` that does not fit
+    def check_fits(self, model: Mapping[str, Any]) -> None: ...  # a ConfigError naming a `model.*` unfit
 
-    def copy_into(self, net: TransformerClassifier) -> list[str]: ...  # into `net`; the names of the tensors written
+    def copy_into(self, net: TransformerClassifier) -> list[str]: ...  # into `net`; the tensors written
 
 
 def read_start(path: str | Path) -> Start:

@@ -1,5 +1,5 @@
-"""Pretraining results kept between runs in `<paths.cache_dir>/pretrained/<method>-<key><suffix>`, one lock per key
-(a parallel sweep's jobs make it once), written atomically; one that no longer reads is set aside and made again."""
+"""Pretraining results kept between runs in `<paths.cache_dir>/pretrained/<method>-<key><suffix>`, one lock per
+key (a parallel sweep's jobs make it once), written atomically; one that does not read is set aside, made again."""
 
 from __future__ import annotations
 
@@ -35,14 +35,7 @@ def locked(cached: Path) -> Iterator[None]:
 
 def fetch(cached: Path) -> Start | None:
     """The result cached at `cached`, or None if there is none or it fails to load (then it is set aside)."""
-    if not cached.exists():
-        return None
-    seen = cached.stat()
-    try:
-        return read_start(cached)
-    except Exception as err:  # CheckpointError, or whatever else a damaged file makes torch or numpy raise
-        cache.set_aside(cached, cache.failure(err, seen.st_size, cached), seen)
-        return None
+    return cache.read_cached(cached, lambda _: read_start(cached))
 
 
 def keep(made: Path, cached: Path) -> None:

@@ -1,5 +1,5 @@
-"""`WordVectors`: skip-gram vectors as a classifier's start, one row per id of their tokenizer's vocabulary, kept with
-that tokenizer in a `.npz` of plain arrays (read with `allow_pickle=False`: no pickled code runs)."""
+"""`WordVectors`: skip-gram vectors as a classifier's start, one row per id of their tokenizer's vocabulary, kept
+with that tokenizer in a `.npz` of plain arrays (read with `allow_pickle=False`: no pickled code runs)."""
 
 from __future__ import annotations
 
@@ -89,8 +89,8 @@ class WordVectors:
         return (centred * (self.dim**-0.5 / centred.std().clamp_min(1e-12))).float()
 
     def copy_into(self, net: TransformerClassifier) -> list[str]:
-        """Write `rows()` into `net`'s embedding at the known ids ([PAD] kept zero, the rest as initialised); returns
-        the names written."""
+        """Write `rows()` into `net`'s embedding at the known ids ([PAD] kept zero, the rest as initialised);
+        returns the names written."""
         weight = net.embedding.weight
         if tuple(weight.shape) != tuple(self.vectors.shape):
             raise ConfigError(

@@ -25,7 +25,7 @@ PREFIX = "net."  # the MaskedLMModule's TransformerClassifier, in its state dict
 
 @dataclass(frozen=True)
 class PretrainedEncoder:
-    """A MaskedLMModule checkpoint's encoder settings, tokenizer and weights; `source` names the file in messages."""
+    """A MaskedLMModule checkpoint's encoder settings, tokenizer and weights; `source`: the file, for messages."""
 
     config: EncoderConfig
     tokenizer: str

@@ -14,8 +14,8 @@ from .study import SweepError
 
 
 def search_space(overrides: Sequence[str]) -> tuple[dict[str, BaseDistribution], list[str]]:
-    """Hydra overrides as Optuna distributions and the fixed overrides every job gets as written; a later override of
-    a key replaces an earlier one (the command line beats `hydra.sweeper.params`)."""
+    """Hydra overrides as Optuna distributions and the fixed overrides every job gets as written; a later override
+    of a key replaces an earlier one (the command line beats `hydra.sweeper.params`)."""
     space: dict[str, BaseDistribution] = {}
     fixed: dict[str, str] = {}
     for override in OverridesParser.create().parse_overrides(list(overrides)):

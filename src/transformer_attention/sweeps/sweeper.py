@@ -1,6 +1,6 @@
-"""Optuna sweeps on Optuna's ask-and-tell API, behind Hydra's `Sweeper` interface: one Hydra job per trial (trial N's
-folder is `<sweep>/N`), with any launcher, told back COMPLETE, PRUNED (by the job's pruning callback) or FAIL. A
-stored study survives being stopped: the same command runs only the missing trials."""
+"""Optuna sweeps on Optuna's ask-and-tell API, behind Hydra's `Sweeper` interface: one Hydra job per trial (trial
+N's folder is `<sweep>/N`), with any launcher, told back COMPLETE, PRUNED (by the job's pruning callback) or FAIL.
+A stored study survives being stopped: the same command runs only the missing trials."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ Direction = Literal["minimize", "maximize"]
 
 
 class StudySweeper(Sweeper):
-    """The settings are `OptunaSweeperConf`'s (hydra_plugins): `n_trials` is the study's total, `n_jobs` at a time."""
+    """The settings are `OptunaSweeperConf`'s (hydra_plugins); `n_trials` is the study's total."""
 
     config: DictConfig  # set by `setup`, which Hydra calls before `sweep`
     launcher: Launcher
@@ -96,8 +96,7 @@ class StudySweeper(Sweeper):
             )
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        db = sqlite_path(self.storage)
-        if db is not None:
+        if (db := sqlite_path(self.storage)) is not None:
             db.parent.mkdir(parents=True, exist_ok=True)  # SQLite creates the file, not its folder
         self._lock = lock_study(sweep_dir, str(self.study_name))
         atomic_write(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(self.config))
