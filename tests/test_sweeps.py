@@ -26,10 +26,10 @@ from transformer_attention.sweeps.space import search_space, trial_overrides
 from transformer_attention.sweeps.study import (
     SweepError,
     check_overrides,
+    ended,
     fail_interrupted,
     lock_study,
     sqlite_path,
-    trials_done,
 )
 from transformer_attention.training import metrics as metrics_file
 
@@ -228,7 +228,7 @@ def test_optuna_sweep_killed_after_its_first_trial_resumes_with_the_next(tmp_pat
     assert len(optuna.get_all_study_summaries(f"sqlite:///{folder}/optuna.db")) == 1  # one study, resumed
     trials = load_study(tmp_path).trials
     assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
-    assert trials_done(load_study(tmp_path)) == 3  # the configured number; the interrupted trial does not count
+    assert len(ended(load_study(tmp_path))) == 3  # the configured number; the interrupted trial does not count
     assert sorted(p.name.split("_", 1)[0] for p in folder.iterdir() if p.is_dir()) == ["0", "1", "2", "3"]
     proposals = [tuple(t.params.values()) for t in trials]
     assert len(set(proposals)) == 4  # the reopened seeded sampler did not propose trials 0 and 1 again
@@ -249,9 +249,9 @@ def test_resume_helpers_on_a_stored_study(tmp_path: Path):
     study.ask()  # left RUNNING, as by a killed launch
     assert fail_interrupted(study) == [1]
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.FAIL]
-    assert trials_done(study) == 1
+    assert len(ended(study)) == 1
     study.tell(study.ask(), state=TrialState.FAIL)  # a trial that failed on its own counts as done
-    assert trials_done(study) == 2
+    assert len(ended(study)) == 2
 
 
 def test_pruning_stops_a_hopeless_trial_and_keeps_its_folder(tmp_path: Path):

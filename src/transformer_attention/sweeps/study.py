@@ -73,7 +73,3 @@ def ended(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """Trials that ran to an end (complete, pruned or failed), not interrupted ones."""
     interrupted = set(study.user_attrs.get(INTERRUPTED_ATTR, []))
     return [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and t.number not in interrupted]
-
-
-def trials_done(study: optuna.Study) -> int:
-    return len(ended(study))

@@ -31,7 +31,6 @@ from .study import (
     fail_interrupted,
     lock_study,
     sqlite_path,
-    trials_done,
 )
 
 log = logging.getLogger(__name__)
@@ -107,7 +106,7 @@ class StudySweeper(Sweeper):
         if not study.trials:
             for params in self.enqueue_trials:
                 study.enqueue_trial(params)
-        done = trials_done(study)
+        done = len(ended(study))
         to_go = max(0, self.n_trials - done)
         if done:
             log.info("resuming study %r: %d of %d trials done, %d to go", study.study_name, done, self.n_trials, to_go)
