@@ -1,7 +1,5 @@
-"""`ModelAnalysis`: at the end of fit, which heads matter and how faithful each token attribution is (analysis/),
-in every image logger and `<run>/analysis/`; `keep_analysis` writes them, for evaluate.py's `analyses=` too.
-Tags: `analysis/heads`, `analysis/pruning`, `analysis/faithfulness` (images, and a table), `analysis/summary`.
-"""
+"""`ModelAnalysis`: at the end of fit, which heads matter, how faithful each attribution is, in `<run>/analysis/`
+and every image logger (`keep_analysis`, evaluate.py's too), `analysis/{heads,pruning,faithfulness,summary}`."""
 
 from __future__ import annotations
 
@@ -73,18 +71,15 @@ FIT_END_METHODS = (
 
 
 class ModelAnalysis(Callback):
-    """At the end of fit, on the best checkpoint (else the weights as fit ends): head importance on the validation
-    split and the faithfulness of the attributions on a sample of it (`settings`: conf/analysis), checked at fit
-    start. When its estimated cost is over `max_cost` times the fit's (None: always run), it is skipped and the
-    log gives the evaluate.py command that runs it. `normalized`: nAOPC too (as costly again); `methods`: those
-    scored unless `analysis.methods` names them (null: every one)."""
+    """At the end of fit, on the best checkpoint: head importance and faithfulness on the validation split
+    (`settings`: conf/analysis), skipped, with the evaluate.py command that runs it, when it would cost more than
+    `max_cost` times the fit (None: always run). `methods`: unless `analysis.methods` names them (null: all)."""
 
     def __init__(
         self,
         analyses: Sequence[str] = ("heads", "faithfulness"),
         settings: Mapping[str, Any] | None = None,
         max_cost: float | None = 0.25,
-        progress: bool | None = None,
         normalized: bool = False,
         methods: Sequence[str] | None = FIT_END_METHODS,
     ) -> None:
@@ -98,7 +93,7 @@ class ModelAnalysis(Callback):
                 f"callbacks.model_analysis.max_cost={max_cost!r} must be a positive share of the fit's time "
                 "(null: always run): e.g. callbacks.model_analysis.max_cost=0.1"
             )
-        self.max_cost, self.progress = max_cost, progress
+        self.max_cost = max_cost
         self.plan: Plan | None = None
         self.started = 0.0
         self.result: Analysis | None = None
@@ -141,7 +136,6 @@ class ModelAnalysis(Callback):
                 self.plan,
                 splits=dm.splits,
                 tokenizer=dm.tokenizer,
-                progress=self.progress,
                 label_names=dm.label_names,
                 deciding_words=deciding_words_for(dm),
             )

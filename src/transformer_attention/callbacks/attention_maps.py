@@ -1,12 +1,6 @@
-"""`AttentionMapLogger`: every head's attention on a few fixed texts, in TensorBoard (and any other image
-logger), as the model trains. Tags (layer l is `ClassifierOutput.attentions[l]`; T tokens, n = min(T, max_tokens)):
-
-    attention/example_{i}/layer_{l}   image: a panel per head of layer l (n x n), then their mean
-    attention/example_{i}/rollout     image: each shown token's share in the pooled vector, through all layers
-    attention/example_{i}/text        image: the words scored by `text_method`, then shaded by the pooled row
-    attention/text_{j}/...            the same for the `texts` given
-    attention/examples                text: a table of tag, text, true label and prediction
-"""
+"""`AttentionMapLogger`: every head's attention on a few fixed texts, in every image logger, as the model trains:
+`attention/example_{i}/layer_{l}` (the heads of layer l, then their mean), `.../rollout`, `.../text`, the same for
+`attention/text_{j}/...` (the `texts` given) and `attention/examples`, a table of the texts and predictions."""
 
 from __future__ import annotations
 
@@ -37,12 +31,9 @@ log = logging.getLogger(__name__)
 
 
 class AttentionMapLogger(Callback):
-    """Every `every_n_epochs` validation epochs and at the end of fit, each layer's heads on fixed examples
-    (`num_examples` of `split`, chosen at fit start, then `texts`), their rollout and the text view, coloured on
-    `scale` and drawn from `kind` (weights, or weight x norm shares). A text longer than `max_tokens` shows the
-    keys the pooled row reads most, with their neighbours. With `html`, each example's interactive page is written
-    at the end of fit (`<run>/attention/<example>.html`). Figures are drawn once and only their cells at each
-    step; `background` draws and writes on a thread of its own (`ImageWriter`)."""
+    """Every `every_n_epochs` validation epochs and at the end of fit, the maps of `num_examples` fixed examples
+    and the `texts` given (settings: docs/attention.md); with `html`, their pages at the end of fit. Figures are
+    drawn once, then only their cells; `background`: drawn and written on a thread of their own."""
 
     def __init__(
         self,
@@ -88,7 +79,6 @@ class AttentionMapLogger(Callback):
         self.last_logged_step: int | None = None
         self.cost: dict[str, Any] = {"logs": 0, "images": 0, "seconds": 0.0}  # logged at the end of fit
 
-    # ---- fit -----------------------------------------------------------------------------------
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         dm = trainer.datamodule  # type: ignore[attr-defined]  # Lightning sets it, undeclared
         if getattr(dm, "tokenizer", None) is None:
@@ -140,7 +130,6 @@ class AttentionMapLogger(Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.validations = state_dict.get("validations", 0)
 
-    # ---- the maps --------------------------------------------------------------------------------
     def log_maps(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Run the model on the examples (`infer`: eval mode, no gradients) and log their images and table."""
         writers = image_loggers(trainer.loggers) if trainer.is_global_zero else []  # other ranks hold no writer

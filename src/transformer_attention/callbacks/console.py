@@ -36,17 +36,16 @@ class ModelTable(Callback):
             return
         summary = summarize(pl_module, max_depth=self.max_depth)
         layers = zip(summary.layer_names, summary.layer_types, summary.param_nums, strict=True)
-        rows = [
+        rows = [("layer", "type", "parameters")] + [
             (name, kind, get_human_readable_count(n))
             for name, kind, n in layers
             if not isinstance(pl_module.get_submodule(name), Metric | MetricCollection)
         ]
-        widths = [max(len(r[i]) for r in [("layer", "type", "parameters"), *rows]) for i in range(3)]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
         lines = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-        head = " | ".join(h.ljust(w) for h, w in zip(("layer", "type", "parameters"), widths, strict=True)).rstrip()
         total, trainable = summary.total_parameters, summary.trainable_parameters
         size = f"{get_human_readable_count(total)} parameters ({get_human_readable_count(trainable)} trainable)"
-        log.info("model: %s, %.2f MB\n%s\n%s", size, summary.model_size, head, "\n".join(lines))
+        log.info("model: %s, %.2f MB\n%s", size, summary.model_size, "\n".join(lines))
 
 
 def line_progress(enabled: bool = True) -> ProgressBar | None:
@@ -111,7 +110,9 @@ class LineProgress(ProgressBar):
 
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._restart()
-        texts = sum(len(getattr(loader, "dataset", ())) for loader in as_list(trainer.test_dataloaders))
+        loaders = trainer.test_dataloaders  # one alone, a list of several, or None
+        loaders = [] if loaders is None else loaders if isinstance(loaders, list | tuple) else [loaders]
+        texts = sum(len(getattr(loader, "dataset", ())) for loader in loaders)
         batches = sum(int(n) for n in trainer.num_test_batches)
         if self._enabled and texts:
             log.info("testing %s texts in %s", f"{texts:,}", plural(batches, "batch"))
@@ -156,11 +157,6 @@ def of_loader(batches: list[int | float] | int | float, args: tuple[Any, ...]) -
     """The batches of the dataloader that an evaluation batch hook's `args` came from."""
     index = int(args[3]) if len(args) > 3 else 0
     return batches[index] if isinstance(batches, list) else batches
-
-
-def as_list(loaders: Any) -> list[Any]:
-    """Lightning's dataloaders as a list: it gives one alone, or a list of several, or None."""
-    return [] if loaders is None else list(loaders) if isinstance(loaders, list | tuple) else [loaders]
 
 
 def plural(count: int, noun: str) -> str:

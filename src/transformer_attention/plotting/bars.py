@@ -104,7 +104,7 @@ class RolloutBars(Drawn):
 
     def render(self, shares: np.ndarray | torch.Tensor, status: str | None = None) -> np.ndarray:
         s = self._check(shares)
-        out = self._frame.pixels()
+        out = self._pixels()
         pad = round(self.ROW_PX * 0.125)  # bars are 0.75 of a row high
         values = []
         for i, (value, colour) in enumerate(zip(s, colors(scaled(s, self.scale, self.length)), strict=True)):

@@ -41,10 +41,8 @@ def of_text(length: int | None, shown: int) -> int:
 
 
 class AttentionGrid(Drawn):
-    """Heatmaps of one text's attention, a panel per map (each head, then their mean), `ncols` a row (fewer where
-    they would not fit the image card at the smallest cell), coloured on `scale`; keys labelled under every
-    panel, queries left of each row. `length`: the whole text's tokens when `tokens` are a window of it.
-    `draw(maps)` returns the figure, `render(maps, status)` its pixels, fast."""
+    """Heatmaps of one text's attention, a panel per map, `ncols` a row (fewer where the card is too narrow), on
+    `scale` (`length`: the whole text's, when `tokens` are a window); `draw` gives the figure, `render` pixels."""
 
     def __init__(
         self,
@@ -130,7 +128,7 @@ class AttentionGrid(Drawn):
     def render(self, maps: np.ndarray | torch.Tensor, status: str | None = None) -> np.ndarray:
         """The (H, W, 3) uint8 pixels of `draw(maps, status)`: the static frame, each cell written as an array."""
         m = self._check(maps)
-        out = self._frame.pixels()
+        out = self._pixels()
         side = self.cell * self.n
         for (top, left), panel in zip(self.boxes, m, strict=True):
             cells = colors(scaled(panel, self.scale, self.length))  # (n, n, 3)

@@ -1,10 +1,6 @@
-"""The interactive attention page: one self-contained HTML file that opens offline (docs/attention.md says what
-it shows). The page is package data (page/page.html, page.css and the ES modules page/*.js, linted by ESLint),
-inlined into every page with the data as JSON: the modules joined into one function scope in the order of
-MODULES, their `import` lines dropped and `export` words removed. Everything from the text is escaped: tokens
-travel in the JSON with `<`, `>`, `&` and `/` as `\\u003c`... and reach the page through `textContent`; the title
-and caption are HTML-escaped, `/` included.
-"""
+"""The interactive attention page (docs/attention.md): one HTML file that opens offline, its template, style and ES
+modules (page/, package data) and data inlined. Text never becomes markup: tokens travel in the JSON with `<`, `>`,
+`&` and `/` escaped and reach the page through `textContent`; the title and caption are HTML-escaped."""
 
 from __future__ import annotations
 
@@ -23,7 +19,7 @@ import torch
 from ..files import atomic_write
 from .pack import COMPUTE, norm_data, pack, unpacked
 from .page_data import DECIMALS, norm_maps, text_tab
-from .plots import attention_window, cut_note
+from .plots import attention_window
 from .review import Review, file_stem, plain, review_data
 from .rollout import attention_rollout
 from .scales import DEFAULT_SCALE, SCALES, check_scale
@@ -31,7 +27,7 @@ from .words import POOLED_ROW
 
 MAX_HTML_TOKENS = 512  # the maps of longer texts are cut to their first 512 tokens; the text tab shows them whole
 MODULES = ("state", "dom", "scale", "words", "text", "head", "model", "main")  # page/*.js, joined in this order
-IMPORT = re.compile(r'^import \{[^}]*\} from "\./(\w+)\.js";\n', flags=re.MULTILINE)
+IMPORT = re.compile(r'^import \{[^}]*\} from "\./\w+\.js";\n', flags=re.MULTILINE)
 MIN_WEIGHT = 1e-3  # a weight whose colour value (scales.py) is below this draws no line: under 0.01 px
 
 
@@ -57,13 +53,9 @@ def attention_html(
     name: str | None = None,
     review: Review | None = None,
 ) -> str:
-    """The page of one text: `tokens` and `attentions`, one (H, T, T) map per layer without padding (as
-    `predict(..., need_weights=True)` gives them), with the rollout (`residual`, over the whole text); maps of more
-    than `max_tokens` tokens are cut, the text tab keeps the whole text. `attributions` (method -> a value per
-    token) add the word attributions, with their `faithfulness` on this text, `method_labels`, `method_signed` (all
-    signed when not given) and the `agreement` over several texts; the text tab opens on `text_method`. `norms`
-    (`predict(..., need_norms=True)`) add the weight x norm switch. `name` names the files the save buttons write;
-    `review` is the text under the heading, and where the model's reading of it was cut."""
+    """The page of one text: `tokens` and an (H, T, T) map per layer without padding, cut past `max_tokens`; the
+    `attributions` (method -> a value per token) with their `faithfulness` and `agreement`; `norms`, the weight x
+    norm switch; `name`, the saved pictures' name; `review`, the text under the heading and its cut."""
     check_scale(scale)
     if pooling not in POOLED_ROW:
         raise ValueError(f"pooling={pooling!r}: expected one of {', '.join(map(repr, POOLED_ROW))}")
@@ -88,7 +80,7 @@ def attention_html(
         "rollout": None,
         "residual": residual,
         "min_weight": MIN_WEIGHT,
-        "note": cut_note(n, len(tokens)),
+        "note": f"first {n} of {len(tokens)} tokens" if cut else "",
         "names": {
             "scales": SCALES,
             "scale": scale,
@@ -170,14 +162,9 @@ def _assets() -> tuple[str, str, str]:
     """The page's template, style sheet and script (its ES modules joined in the order of MODULES), read once."""
     folder = resources.files(__package__).joinpath("page")
     parts = []
-    for i, name in enumerate(MODULES):
+    for name in MODULES:  # the tests hold each module's imports to one line, of a module joined before it
         source = folder.joinpath(f"{name}.js").read_text(encoding="utf-8")
-        late = [m for m in IMPORT.findall(source) if m not in MODULES[:i]]
-        if late:
-            raise RuntimeError(f"page/{name}.js imports {late}, which html.MODULES does not put before it")
         body = re.sub(r"^export ", "", IMPORT.sub("", source), flags=re.MULTILINE)
-        if re.search(r"^\s*(import|export)\b", body, flags=re.MULTILINE):
-            raise RuntimeError(f"page/{name}.js: an import or export the joining does not read (one line each)")
         parts.append(f"/* ---- page/{name}.js ---- */\n{body}")
     script = '(() => {\n"use strict";\n' + "\n".join(parts) + "})();\n"
     page, style = (folder.joinpath(f"page.{kind}").read_text(encoding="utf-8") for kind in ("html", "css"))

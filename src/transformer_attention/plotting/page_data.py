@@ -11,6 +11,7 @@ import torch
 
 from .plots import attention_window
 from .rollout import attention_rollout, pooled_rollout
+from .scales import map_shares
 from .words import POOLED_ROW, join_pieces, pooled_row, word_values
 
 READS = {"cls": "the classifier reads the output of [CLS]", "mean": "the classifier reads the mean of every output"}
@@ -76,8 +77,7 @@ def norm_maps(
     their rollout ((n, n)) and the text tab's series of them (over the whole text)."""
     if len(norms) == 0:
         raise ValueError("norms: one (H, T, T) norm-weighted map per layer, got none")
-    per_layer = [np.asarray(m, dtype=np.float64) for m in norms]  # (H, T, T) each
-    shares = [m / np.clip(m.sum(axis=-1, keepdims=True), 1e-12, None) for m in per_layer]  # rows sum to 1
+    shares = map_shares(norms, "norm")  # (H, T, T) each, rows sum to 1
     layers = [attention_window(tokens, m, max_tokens)[1] for m in shares]  # (H, n, n) each
     n = layers[0].shape[-1]
     whole = attention_rollout(shares, residual=residual) if rollout else None  # (T, T)

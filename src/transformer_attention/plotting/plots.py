@@ -38,11 +38,6 @@ def attention_window(
     return list(tokens[:n]), w[..., :n, :n]
 
 
-def cut_note(shown: int, total: int) -> str:
-    """`first 40 of 60 tokens` for a text cut to its first `shown` of `total` tokens; empty when not cut."""
-    return f"first {shown} of {total} tokens" if shown < total else ""
-
-
 def noted(title: str | None, note: str) -> str | None:
     """`title` with `note` after it (or the note alone)."""
     return (f"{title}  ({note})" if title else note) if note else title

@@ -50,30 +50,6 @@ def text_px(text: str, size: int) -> float:
     return max(0.56 * size * len(text), font(size).getlength(text) + 1)
 
 
-class Frame:
-    """A figure's static part (labels, titles, colour bar) drawn once, without the `hidden` artists; `pixels()`
-    returns a copy of those RGB pixels for a caller to write cells and texts into."""
-
-    def __init__(self, fig: Figure, hidden: Sequence, copies: Sequence[tuple[tuple, tuple]] = ()) -> None:
-        self.fig, self.hidden = fig, list(hidden)  # artists left out of the static frame
-        self.copies = list(copies)  # (source, target) pixel boxes (top, left, height, width), copied after drawing
-        self.canvas = FigureCanvasAgg(fig)  # attach an Agg canvas: drawing works without pyplot
-        self.static: np.ndarray | None = None
-
-    def pixels(self) -> np.ndarray:
-        if self.static is None:
-            visible = [a.get_visible() for a in self.hidden]
-            for artist in self.hidden:
-                artist.set_visible(False)
-            self.canvas.draw()
-            self.static = np.asarray(self.canvas.buffer_rgba())[..., :3].copy()  # (H, W, 3)
-            for (top, left, h, w), (to_top, to_left, _, _) in self.copies:  # hidden labels: the same pixels
-                self.static[to_top : to_top + h, to_left : to_left + w] = self.static[top : top + h, left : left + w]
-            for artist, was in zip(self.hidden, visible, strict=True):
-                artist.set_visible(was)
-        return self.static.copy()
-
-
 def add_axes_first(fig: Figure, rects: Sequence[Rect]) -> list[Axes]:
     """Axes at `rects` (figure fractions), without axis (labels and ticks are plain texts: no tick machinery), put
     before the axes `fig` has (its colour bar's): a figure's panels are its first axes, whenever they are made."""
@@ -161,28 +137,44 @@ def colors(values: np.ndarray) -> np.ndarray:
 
 
 class Drawn:
-    """A figure whose static part is drawn once (`prepare`, else the first render) and whose status line, under the
-    title, changes from image to image: `_start` makes the figure and its header, `_freeze` its colour bar and
-    frame once everything static is drawn."""
+    """A figure whose static part is drawn once (`prepare`, else the first render), without the artists that
+    change from image to image, such as the status line under its title: `_start` makes the figure and header,
+    `_freeze` its colour bar once all that is static is drawn, `_pixels` a copy of its pixels to write into."""
 
     fig: Figure
     status: Text | None
     status_xy: tuple[int, int]
-    _frame: Frame
 
     def _start(self, width: float, height: float, title: str | None, status: bool) -> Figure:
         self.fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI)
+        self._canvas = FigureCanvasAgg(self.fig)  # drawing works without pyplot
         self.status, self.status_xy = draw_header(self.fig, title, status)
         return self.fig
 
     def _freeze(self, label: str, hidden: Sequence = (), copies: Sequence[tuple[tuple, tuple]] = ()) -> None:
+        """The colour bar over `label`; `hidden`: artists left out of the static part; `copies`: (source, target)
+        pixel boxes (top, left, height, width) copied once it is drawn."""
         draw_colorbar(self.fig, label)
-        shown = [self.status] if self.status is not None else []
-        self._frame = Frame(self.fig, hidden=[*shown, *hidden], copies=copies)
+        self._hidden = [*([self.status] if self.status is not None else []), *hidden]
+        self._copies = list(copies)
+        self._static: np.ndarray | None = None
 
     def prepare(self) -> None:
         """Draw the static part now (else the first `render` does)."""
-        self._frame.pixels()
+        self._pixels()
+
+    def _pixels(self) -> np.ndarray:
+        if self._static is None:
+            visible = [a.get_visible() for a in self._hidden]
+            for artist in self._hidden:
+                artist.set_visible(False)
+            self._canvas.draw()
+            self._static = np.asarray(self._canvas.buffer_rgba())[..., :3].copy()  # (H, W, 3)
+            for (y, x, h, w), (to_y, to_x, _, _) in self._copies:  # hidden labels: the same pixels
+                self._static[to_y : to_y + h, to_x : to_x + w] = self._static[y : y + h, x : x + w]
+            for artist, was in zip(self._hidden, visible, strict=True):
+                artist.set_visible(was)
+        return self._static.copy()
 
     def _say(self, status: str | None) -> None:
         """The status line of a `draw`."""

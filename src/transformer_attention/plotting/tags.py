@@ -1,10 +1,6 @@
-"""The order TensorBoard opens a run's groups in. Its TIME SERIES tab (its default) groups tags by their first part,
-sorts the groups by name and opens the first two only; its IMAGES tab opens its first group. In TensorBoard alone,
-every group but the validation curves' is written with a leading "~", which sorts after every letter: TIME SERIES
-opens on `val/acc` and the other validation curves (with the train curves first, `val/acc` fell below the fold of a
-1600 x 1000 window), the train curves are `~train/...`; and the analysis' charts are `~model_analysis/...`, after
-the attention maps (`~attention/...`), which IMAGES then opens on. HPARAMS shows the test metrics under their own
-names."""
+"""The order TensorBoard opens a run's groups in: TIME SERIES sorts them by name and opens the first two, so in
+TensorBoard alone every group but the validation curves' gets a leading "~", which sorts after every letter
+(it opens on `val/acc`); the analysis' charts are `~model_analysis/...`, after the maps that IMAGES opens on."""
 
 from __future__ import annotations
 

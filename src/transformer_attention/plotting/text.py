@@ -94,7 +94,7 @@ class ReviewText(Drawn):
         if len(labels) != self.paragraphs:
             raise ValueError(f"{len(labels)} labels for {self.paragraphs} paragraphs")
         _, values = self.word_colours(pooled)
-        image = Image.fromarray(self._frame.pixels())
+        image = Image.fromarray(self._pixels())
         draw, face = ImageDraw.Draw(image), font(TEXT_PX)
         for p, (label, row) in enumerate(zip(labels, values, strict=True)):
             top = self.head + p * self.block

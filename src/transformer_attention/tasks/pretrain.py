@@ -1,8 +1,5 @@
-"""`python pretrain.py`: the pretraining of `python train.py model.init_from=pretrain`, run on its own, in this run's
-folder: a masked language model of the encoder, or with `pretrain.method=skipgram` word vectors for its embedding
-(vectors.npz). Its config is train.py's (conf/pretrain.yaml composes conf/train.yaml), so the recipe and the groups
-that run it are the same keys in both (`pretrain.*`, `pretrain.trainer.*`, ...) and the result, cached, is the one
-train.py takes for the same texts and settings. It prints the command that fine-tunes it."""
+"""`python pretrain.py`: the pretraining of `python train.py model.init_from=pretrain` (the same config, the same
+cached result) run on its own: a masked language model, or skip-gram vectors; it prints the fine-tuning command."""
 
 from __future__ import annotations
 

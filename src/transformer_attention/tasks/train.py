@@ -1,6 +1,5 @@
-"""`python train.py`: fit a classifier and test its best checkpoint, as lightning-hydra-template's `train()` reads:
-resume, seed, the targets tried, the start (`model.init_from`: a file, or pretrained now), callbacks, loggers,
-trainer, data, model, hyperparameters, fit, test."""
+"""`python train.py`: fit a classifier and test its best checkpoint, read as lightning-hydra-template's `train()`:
+resume, seed, targets tried, start (`model.init_from`), callbacks, loggers, trainer, data, model, fit, test."""
 
 from __future__ import annotations
 

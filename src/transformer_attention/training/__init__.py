@@ -1,3 +1,2 @@
-"""Lightning plumbing the tasks share: checkpoints (checkpoint.py), resuming (resume.py), building a run from its
-config groups (builders.py, precision.py), the pretrained encoder a run starts from (pretrained.py), what goes
-to the loggers' HPARAMS (hparams.py) and the metrics a run prints and leaves (metrics.py)."""
+"""Lightning plumbing the tasks share: checkpoints, resuming, building a run from its config groups, what goes to
+the loggers' HPARAMS and the metrics a run prints and leaves."""

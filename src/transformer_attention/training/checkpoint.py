@@ -47,7 +47,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             ckpt = torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         raise CheckpointError(
-            f"checkpoint {p} holds more than plain data ({_reason(err, 'WeightsUnpickler error:')}), so it was "
+            f"checkpoint {p} holds more than plain data ({_reason(err)}), so it was "
             "not loaded: weights_only=True runs no pickled code. It was not written by train.py"
         ) from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as err:
@@ -143,12 +143,11 @@ def check_usable(module: ClassifierModule, path: str | Path) -> None:
         )
 
 
-def _reason(err: BaseException, marker: str = "") -> str:
-    """The telling part of a loader's error: the line after `marker`, or the first sentence."""
-    message = str(err).split(marker, 1)[1] if marker and marker in str(err) else str(err)
-    lines = [line.strip() for line in message.splitlines() if line.strip() and "weights_only" not in line]
-    text = lines[0].split(". ")[0] if lines else ""  # never torch's hint to load with weights_only=False
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+def _reason(err: BaseException) -> str:
+    """The telling part of a loader's error: its last line's first sentence, never torch's hint to load with
+    weights_only=False."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip() and "weights_only" not in line]
+    return f"{type(err).__name__}: {lines[-1].split('. ')[0]}" if lines else type(err).__name__
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -14,7 +14,6 @@ from hydra.types import RunMode
 from lightning.pytorch.loggers import Logger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import OmegaConf
-from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard.summary import hparams
 
@@ -109,16 +108,18 @@ def log_hyperparameters(
     differ = differing_keys(settings, overrides)
     settings = {**{k: settings[k] for k in differ}, **settings}  # the differing columns first
     experiment, session_start, session_end = hparams(settings, dict.fromkeys(map(tensorboard_tag, metrics), 0.0))
-    data = _plugin_data(experiment)
+    stored = experiment.value[0].metadata.plugin_data
+    data = HParamsPluginData.FromString(stored.content)
     for info in data.experiment.hparam_infos:
         info.differs = info.name in differ
     for info, name in zip(data.experiment.metric_infos, metrics, strict=True):
         info.display_name = name  # `test/acc`, written `~test/acc` in TensorBoard (plotting/tags.py)
-    _set_plugin_data(experiment, data)
+    stored.content = data.SerializeToString()
     if trial_id:
-        data = _plugin_data(session_start)
+        stored = session_start.value[0].metadata.plugin_data
+        data = HParamsPluginData.FromString(stored.content)
         data.session_start_info.group_name = trial_id
-        _set_plugin_data(session_start, data)
+        stored.content = data.SerializeToString()
     for lg in loggers:
         lg.log_hyperparams(dict(config))
         if isinstance(lg, TensorBoardLogger):
@@ -151,33 +152,15 @@ class RunRecord:
         )
 
 
+@rank_zero_only
 def log_run(loggers: Sequence[Logger], record: RunRecord, metrics: Sequence[str | None] = ()) -> None:
     """`log_hyperparameters` for a Hydra run, and its `tags` and `notes` as a TensorBoard text."""
-    log_hyperparameters(
-        loggers,
-        record.config,
-        overrides=record.overrides,
-        metrics=[m for m in metrics if m],
-        trial_id=trial_id(record.output_dir, record.overrides),
-    )
-    log_tags(loggers, record.tags, record.notes)
-
-
-@rank_zero_only
-def log_tags(loggers: Sequence[Logger], tags: list[str], notes: str | None) -> None:
-    """Tags and notes as a TensorBoard text entry (they are also in the HPARAMS table and the config)."""
-    text = ", ".join(map(str, tags)) + (f"\n\n{notes}" if notes else "")
-    for lg in loggers:
-        if text and isinstance(lg, TensorBoardLogger):
+    trial, shown = trial_id(record.output_dir, record.overrides), [m for m in metrics if m]
+    log_hyperparameters(loggers, record.config, overrides=record.overrides, metrics=shown, trial_id=trial)
+    text = ", ".join(map(str, record.tags)) + (f"\n\n{record.notes}" if record.notes else "")
+    for lg in loggers if text else []:
+        if isinstance(lg, TensorBoardLogger):
             lg.experiment.add_text(tensorboard_tag("run/tags"), text)
-
-
-def _plugin_data(summary: Summary) -> HParamsPluginData:
-    return HParamsPluginData.FromString(summary.value[0].metadata.plugin_data.content)
-
-
-def _set_plugin_data(summary: Summary, data: HParamsPluginData) -> None:
-    summary.value[0].metadata.plugin_data.content = data.SerializeToString()
 
 
 def varied_keys(overrides: Sequence[str]) -> list[str]:

@@ -1,6 +1,5 @@
-"""A run's metrics: printed at its end (`format_metrics`), and read back from its `metrics.csv` (Lightning's
-CSVLogger, conf/logger/csv.yaml) with the standard library only, so scripts and notebooks read a run without
-TensorBoard's event reader."""
+"""A run's metrics: printed at its end, kept in `metrics.json`, read back from its `metrics.csv` with the standard
+library alone (no TensorBoard event reader)."""
 
 from __future__ import annotations
 
