@@ -67,7 +67,8 @@ def _read_lines(text_file: str) -> list[str]:
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
         fix = "convert it, e.g. iconv -f latin1 -t utf-8"
-        raise InputError(f"text_file={text_file}: {name} is not UTF-8 text (line {line}): {fix}") from None
+        where = f"byte {data[err.start]:02x} at line {line}"
+        raise InputError(f"text_file={text_file}: {name} is not UTF-8 text ({where}): {fix}") from None
     return [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")]
 
 

@@ -35,12 +35,15 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     if p.is_dir():
         found = sorted(str(q.relative_to(p)) for q in [*p.glob("*.ckpt"), *p.glob("checkpoints/*.ckpt")])
         raise CheckpointError(f"checkpoint {p} is a folder: pass a .ckpt file in it (found: {found or 'none'})")
-    head = b""
-    if p.is_file():  # not a FIFO: reading it would wait
-        with open(p, "rb") as f:
-            head = f.read(2)
-    if head != b"PK" and head[:1] != b"\x80":  # neither torch.save's zip nor an older pickle
-        raise CheckpointError(f"{p} is not a PyTorch checkpoint: pass a .ckpt from a run's checkpoints/ folder")
+    if not p.is_file():
+        raise CheckpointError(f"checkpoint {p} is not a regular file (a FIFO, socket or device): pass a .ckpt file")
+    with open(p, "rb") as f:
+        head = f.read(4)
+    if not (head.startswith(b"PK") or head[:1] == b"\x80"):  # torch.save's zip, or an older pickle
+        raise CheckpointError(
+            f"{p} ({p.stat().st_size} bytes) is not a checkpoint: a .ckpt is a zip archive written by torch.save, "
+            f"this file starts with bytes {head.hex(' ')}; pass a .ckpt from a run's checkpoints/ folder"
+        )
     try:
         with warnings.catch_warnings():  # torch's pickle-protocol notes: the error below says it better
             warnings.simplefilter("ignore", UserWarning)
