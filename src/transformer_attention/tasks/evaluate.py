@@ -14,7 +14,6 @@ from ..analysis.write import summary
 from ..callbacks.analysis import keep_analysis
 from ..data.tokenizer import ready
 from ..data.toy import deciding_words_for
-from ..errors import CheckpointError
 from ..files import shown
 from ..training.builders import TrainerBuilder, build_data, build_loggers, instantiate_group, logged_metrics, plain
 from ..training.checkpoint import load_module
@@ -28,9 +27,7 @@ TEST_SPLIT_FIX = "evaluate.py tests the test split: give the data one (a test.* 
 def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     """Test `cfg.ckpt_path` on `cfg.data`'s test split, then run the analyses `cfg.analyses` names; returns every
     logged metric as a float, and what the analyses found (None when none was asked for)."""
-    if not cfg.get("ckpt_path"):
-        raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
-    module = load_module(cfg.ckpt_path)
+    module = load_module(cfg.get("ckpt_path"))
     if cfg.get("analyses"):  # the class explained is named among the checkpoint's classes before any data is read
         target_classes(cfg.analysis.target, [0], module.hparams["label_names"], module.net.head.out_features, 0)
     if cfg.get("seed") is not None:

@@ -18,7 +18,7 @@ from ..analysis.faithfulness import Explained
 from ..analysis.methods import TEXT_METHOD, labels, signed
 from ..analysis.run import explain_rows
 from ..data.tokenizer import load_tokenizer
-from ..errors import CheckpointError, ConfigError, InputError, printable
+from ..errors import ConfigError, InputError, printable
 from ..files import atomic_write, shown
 from ..inference import Prediction, infer, predict
 from ..plotting import ReviewText, paragraphs, plot_rollout, save_attention_html, save_attention_png, save_figure
@@ -149,9 +149,7 @@ def main(cfg: DictConfig) -> list[Prediction]:
             f"scale={scale}: not a colour scale; use one of {', '.join(SCALES)} (e.g. scale={DEFAULT_SCALE})"
         )
     texts = read_texts(cfg.get("text"), cfg.get("texts"), cfg.get("text_file"))
-    if not cfg.get("ckpt_path"):
-        raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
-    module = load_module(cfg.ckpt_path, map_location=cfg.get("device") or "cpu")
+    module = load_module(cfg.get("ckpt_path"), map_location=cfg.get("device") or "cpu")
     preds = predict(
         module,
         texts,

@@ -111,8 +111,10 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return ckpt
 
 
-def load_module(path: str | Path, map_location: str | torch.device = "cpu") -> ClassifierModule:
+def load_module(path: str | Path | None, map_location: str | torch.device = "cpu") -> ClassifierModule:
     """A ClassifierModule rebuilt from a checkpoint file alone (hyperparameters, weights, tokenizer), in eval mode."""
+    if not path:
+        raise CheckpointError("no checkpoint given: pass ckpt_path=<run>/checkpoints/<name>.ckpt")
     ckpt = load_checkpoint(path)
     try:
         module = ClassifierModule(**ckpt["hyper_parameters"])
