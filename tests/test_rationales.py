@@ -138,6 +138,6 @@ def test_evaluate_scores_plausibility_against_the_files_rationales(tmp_path: Pat
     frames = with_rationales(reviews(), as_words=True)
     frames["test"].loc[0, "rationale"] = "[0, 1]"
     bad = write(tmp_path / "bad", frames, "csv")
-    line = refused("evaluate.py", *args[:2], f"data.path={bad}", "data.rationale_column=rationale",
-                   f"paths.log_dir={tmp_path / 'bad_out'}", kind="data error")  # fmt: skip
+    overrides = [f"data.path={bad}", "data.rationale_column=rationale", f"paths.log_dir={tmp_path / 'bad_out'}"]
+    line = refused("evaluate.py", *args[:2], *overrides, kind="data error")
     assert "test.csv" in line and "split 'test' column 'rationale' row 0: rationale has 2 flags for" in line
