@@ -15,5 +15,4 @@ def main(cfg):
 
 
 if __name__ == "__main__":
-    cli.check_command_line()  # a value Hydra cannot parse: one line naming the quoting that works
-    main()
+    cli.start("predict", main)  # an override Hydra cannot read or compose: one line naming it and the fix

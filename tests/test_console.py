@@ -18,7 +18,8 @@ from omegaconf import OmegaConf
 
 from transformer_attention.callbacks.console import plural, seconds
 from transformer_attention.cli.config import check_config
-from transformer_attention.cli.console import FileOnly, ShortFormat, check_command_line
+from transformer_attention.cli.console import FileOnly, ShortFormat
+from transformer_attention.cli.entry import check_command_line
 from transformer_attention.cli.tree import print_config_tree
 from transformer_attention.compat import DropTips, quiet_console
 from transformer_attention.errors import ConfigError

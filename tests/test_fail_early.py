@@ -23,7 +23,7 @@ from test_checkpoint import save_like_lightning, tiny_module
 from test_config import conf, error_of  # noqa: F401 - conf: the fixture
 from test_data import hf_cache, module, reviews, write  # noqa: F401 - hf_cache: the fixture
 
-from transformer_attention.cli.rundir import CLAIMS, LOCK_NAME, RunDirBusy, claim_run_dir, give_up, lock_run_dir
+from transformer_attention.cli.rundir import CLAIMS, LOCK_NAME, RunDirBusy, claim_run_dir, give_up
 from transformer_attention.errors import CheckpointError, DataError, DiskError, InputError, printable
 from transformer_attention.files import release_lock
 from transformer_attention.inference import predict
@@ -267,8 +267,8 @@ def test_a_file_in_another_format_than_its_extension_is_one_line_naming_the_rena
 
 # ---- 6. a run folder is locked while a run writes to it ------------------------------------------
 HOLD = (
-    "import sys, time; from transformer_attention.cli.rundir import lock_run_dir\n"
-    "lock_run_dir(sys.argv[1]); print('held', flush=True); time.sleep(120)"
+    "import sys, time; from transformer_attention.cli.rundir import claim_run_dir\n"
+    "claim_run_dir(sys.argv[1]); print('held', flush=True); time.sleep(120)"
 )
 
 
@@ -284,14 +284,14 @@ def test_a_second_run_in_a_locked_folder_is_refused_and_a_stale_lock_is_taken(tm
     holder = hold_lock(tmp_path)
     try:
         with pytest.raises(RunDirBusy, match=rf"run folder {tmp_path} is in use by process {holder.pid}"):
-            lock_run_dir(tmp_path)
+            claim_run_dir(tmp_path)
     finally:
         holder.kill()
         holder.wait()
     owner = tmp_path / f"{LOCK_NAME}.pid"  # the holder's process id, for the message
     assert owner.read_text().strip() == str(holder.pid)  # left by a killed run: stale
     with caplog.at_level(logging.INFO, logger="transformer_attention.files"):
-        lock = lock_run_dir(tmp_path)
+        lock = claim_run_dir(tmp_path).lock
     assert f"took over the stale lock of process {holder.pid}" in caplog.text
     assert owner.read_text().strip() == str(os.getpid())
     release_lock(lock)

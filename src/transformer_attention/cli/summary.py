@@ -1,9 +1,6 @@
-"""`SweepSummary`: at the end of every multirun (a grid or an Optuna search), a table of its jobs, best first,
-printed and written as `<sweep>/summary.csv`: each job's number, what it tried (the overrides that differ
-between the jobs), the optimised metric, test/acc, and its folder; then one line per job that failed on bad
-input, and a non-zero exit. A Hydra callback (conf/hydra/default.yaml);
-it reads what each job left in its folder (`metrics.json`, `.hydra/overrides.yaml`), so it works with any
-launcher."""
+"""`SweepSummary`, a Hydra callback: at the end of every multirun, a table of its jobs, best first, printed and
+written as `<sweep>/summary.csv` (what differs between jobs, the optimised metric, test/acc), then one line per job
+that failed on bad input and a non-zero exit. It reads what each job left in its folder: any launcher works."""
 
 from __future__ import annotations
 
@@ -33,38 +30,33 @@ class SweepSummary(Callback):
         rows = summary_rows(sweep, metric, lower_is_better=lower)
         if not rows:
             return
-        atomic_write(sweep / SUMMARY_FILE, to_csv(rows))
+        out = io.StringIO()
+        csv.writer(out).writerows([list(rows[0]), *(list(row.values()) for row in rows)])
+        atomic_write(sweep / SUMMARY_FILE, out.getvalue())
         table, written = to_table(rows), shown(sweep / SUMMARY_FILE)
         print(f"sweep summary ({shown(sweep)}), best first by {metric}:\n{table}\nwritten to {written}")
-        failed = failures(sweep)
-        if failed:  # one line per failed job, then a non-zero exit (no traceback)
-            lines = [
-                f"job {n} ({', '.join(overrides) or 'no overrides'}) failed: {error}" for n, overrides, error in failed
-            ]
+        if failed := failures(sweep):  # one line per failed job, then a non-zero exit (no traceback)
+            lines = [f"job {n} ({', '.join(o) or 'no overrides'}) failed: {error}" for n, o, error in failed]
             raise SystemExit("\n".join([*lines, f"{len(failed)} of {len(rows)} jobs failed"]))
 
 
 def summary_rows(sweep: Path, metric: str, lower_is_better: bool = False) -> list[dict[str, str]]:
-    """One row per job folder of `sweep` (those holding `.hydra/overrides.yaml`), best `metric` first; jobs
-    without a result (failed, pruned, stopped) last."""
+    """One row per job folder of `sweep`, best `metric` first, jobs without a result (failed, stopped) last."""
     jobs = []
     for folder in sorted(p for p in sweep.iterdir() if (p / ".hydra" / "overrides.yaml").is_file()):
-        overrides = dict(str(o).lstrip("+~").split("=", 1) for o in OmegaConf.load(folder / ".hydra/overrides.yaml"))
+        written = OmegaConf.load(folder / ".hydra" / "overrides.yaml")
+        overrides = dict(str(o).lstrip("+~").split("=", 1) for o in written)
         digits = re.match(r"\d+", folder.name)
         jobs.append((int(digits.group()) if digits else -1, folder, overrides, load_metrics(folder) or {}))
     varied = sorted({k for _, _, o, _ in jobs for k in o if len({str(j[2].get(k)) for j in jobs}) > 1})
     sign = 1 if lower_is_better else -1
-
-    def rank(job: tuple) -> tuple:
-        value = job[3].get(metric)
-        return (value is None, sign * value if value is not None else 0.0, job[0])
-
+    jobs.sort(key=lambda j: (j[3].get(metric) is None, sign * (j[3].get(metric) or 0), j[0]))  # best first
     rows = []
-    for number, folder, overrides, metrics in sorted(jobs, key=rank):
+    for number, folder, overrides, metrics in jobs:
         status = "done" if metrics else "failed" if (folder / FAILED_FILE).is_file() else "no result (see its log)"
         row = {"job": str(number), "status": status}
         row.update({k: overrides.get(k, "") for k in varied})
-        row.update({name: _value(metrics.get(name)) for name in dict.fromkeys((metric, "test/acc"))})
+        row.update({n: "" if metrics.get(n) is None else f"{metrics[n]:.4f}" for n in (metric, "test/acc")})
         row["folder"] = folder.name
         rows.append(row)
     return rows
@@ -81,22 +73,9 @@ def failures(sweep: Path) -> list[tuple[int, list[str], str]]:
     return sorted(out)
 
 
-def _value(value: float | None) -> str:
-    return "" if value is None else f"{value:.4f}"
-
-
-def to_csv(rows: list[dict[str, str]]) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue()
-
-
 def to_table(rows: list[dict[str, str]]) -> str:
-    """The rows as aligned text columns, the folder last and unpadded."""
+    """The rows under their names as aligned text columns, the folder last and unpadded."""
     names = list(rows[0])
-    widths = {n: max(len(n), *(len(r[n]) for r in rows)) for n in names[:-1]}
-    lines = ["  ".join([*(n.ljust(widths[n]) for n in names[:-1]), names[-1]])]
-    lines += ["  ".join([*(r[n].ljust(widths[n]) for n in names[:-1]), r[names[-1]]]) for r in rows]
-    return "\n".join(f"  {line}" for line in lines)
+    table = [dict(zip(names, names, strict=True)), *rows]
+    widths = {n: max(len(r[n]) for r in table) for n in names[:-1]}
+    return "\n".join("  " + "  ".join([*(r[n].ljust(widths[n]) for n in names[:-1]), r[names[-1]]]) for r in table)

@@ -1,7 +1,5 @@
-"""The config a run starts with, as a person reads it: on the console, what this run changes from the defaults (the
-command line's overrides and an experiment's changes), one `key: value` line each that can be copied back as an
-override; in the run folder, `config_tree.log`, the whole tree as plain YAML. `console.tree=full` prints the whole
-tree too. Plain text, never wrapped or padded: a path stays on one line, whatever the terminal's width."""
+"""The config a run starts with: on the console, what it changes from the defaults as `key: value` lines that can
+be given back as overrides (`console.tree=full`: all of it); in the run folder, `config_tree.log`, all of it."""
 
 from __future__ import annotations
 
@@ -27,117 +25,80 @@ def print_config_tree(
     show: bool = True,
     defaults: DictConfig | None = None,
 ) -> None:
-    """Print `cfg` as `console.tree` says (changes: the keys whose value differs from `defaults`, the config the
-    same entry composes with no overrides: `cfg` itself in a run given none, else composed here when not given;
-    full: the whole tree), without the `unused` groups (say, `pretrain` in a run that does not pretrain); with
-    `save_to`, write the whole tree there and name it. `show=False` only writes it (a sweep's jobs: the tree of
-    each would fill the console)."""
+    """Print `cfg` as `console.tree` says, without the `unused` groups: its changes from `defaults` (default: what
+    its entry composes with no overrides) or the whole tree; with `save_to`, write the whole tree there and name it
+    (`show=False`: only write it, as a sweep's jobs do)."""
     if save_to is not None:
         atomic_write(save_to, tree_text(cfg))
     if not show:
         return
     where = [f"config: all of it in {shown(save_to)}"] if save_to is not None else []
-    mode = OmegaConf.select(cfg, "console.tree", default="changes")
-    if mode == "full":
-        base = None
-    elif defaults is not None:
-        base = defaults
+    full = OmegaConf.select(cfg, "console.tree", default="changes") == "full"
+    if defaults is None and not full:
+        defaults = cfg if given_no_overrides() else default_config()
+    if full or defaults is None:  # or no Hydra to compose the defaults with: the whole tree
+        lines = [tree_text(cfg, unused)]
     else:
-        base = cfg if given_no_overrides() else default_config()
-    if base is None:  # console.tree=full, or no Hydra to compose the defaults with: the whole tree
-        print("\n".join([tree_text(cfg, unused), *where]))
-        return
-    lines = [f"  {key}: {value}" for key, value in changes(cfg, base) if key.lstrip("~").split(".")[0] not in unused]
-    head = "what this run changes from the defaults" if lines else "the defaults"
-    print("\n".join([f"config: {head} (console.tree=full prints all of it)", *lines, *where]))
+        lines = [f"  {k}: {v}" for k, v in changes(cfg, defaults) if k.lstrip("~").split(".")[0] not in unused]
+        head = "what this run changes from the defaults" if lines else "the defaults"
+        lines.insert(0, f"config: {head} (console.tree=full prints all of it)")
+    print("\n".join([*lines, *where]))
 
 
 def tree_text(cfg: DictConfig, unused: Sequence[str] = ()) -> str:
-    """The whole config as YAML, groups first (in `ORDER`), then the run's own keys; values resolved, except a key
-    that only points at another group (`settings: ${analysis}`), which is shown as that pointer: each setting once."""
+    """The whole config as YAML, groups first (in `ORDER`), then the run's own keys; never folded."""
     groups = [k for k in ORDER if k in cfg] + [k for k in cfg if k not in ORDER and OmegaConf.is_dict(cfg[k])]
-    plain = _plain(cfg, OmegaConf.to_container(cfg, resolve=False))
-    parts = [_yaml({group: plain[group]}) for group in groups if group not in unused]
-    return "\n".join([*parts, _yaml({key: value for key, value in plain.items() if key not in groups})])
+    values = plain(cfg)
+    parts = [{group: values[group]} for group in groups if group not in unused]
+    parts.append({key: value for key, value in values.items() if key not in groups})
+    return "\n".join(yaml.safe_dump(p, sort_keys=False, allow_unicode=True, width=float("inf")) for p in parts)
 
 
 def changes(cfg: DictConfig, defaults: DictConfig) -> list[tuple[str, str]]:
-    """(dotted key, value as an override writes it) for every leaf of `cfg` that `defaults` lacks or holds another
-    value for, compared before interpolation (a run's folder is not a change), then `~key` for keys it removed."""
-    mine, base = dict(_leaves(cfg)), dict(_leaves(defaults))
-    out = [(key, _flow(_value(cfg, key))) for key, raw in mine.items() if key not in base or base[key] != raw]
-    gone = [k for k in base if not _within(k, mine) and not any(m.startswith(f"{k}.") for m in mine)]
+    """(dotted key, value as an override writes it) of each leaf of `cfg` that `defaults` lacks or holds another
+    value for, compared before interpolation (a run's folder is not a change); then `~key` for keys it removed."""
+    mine, base, shown = dict(leaves(cfg)), dict(leaves(defaults)), dict(leaves(plain(cfg)))
+    out = [(key, as_override(shown[key])) for key, raw in mine.items() if key not in base or base[key] != raw]
+    gone = [k for k in base if not any(f"{k}.".startswith(f"{m}.") or m.startswith(f"{k}.") for m in mine)]
     return out + [(f"~{key}", "(removed)") for key in gone]
 
 
-def _within(key: str, leaves: dict[str, Any]) -> bool:
-    """Whether `key` or a node above it is one of `leaves` (a group set to null holds what it held)."""
-    parts = key.split(".")
-    return any(".".join(parts[:n]) in leaves for n in range(1, len(parts) + 1))
-
-
-def _leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """(dotted key, raw value) of each leaf of a config node; a list, an empty node or an interpolation is a leaf."""
+def leaves(node: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted key, raw value) of each leaf of a config node: a list, an empty node or an interpolation too."""
     plain = OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node
-    container = cast("dict[str, Any]", plain)  # a DictConfig's values, or a dict of them: string keys
-    for key, value in container.items():
+    for key, value in cast("dict[str, Any]", plain).items():  # a DictConfig's: string keys
         if isinstance(value, dict) and value:
-            yield from _leaves(value, f"{prefix}{key}.")
+            yield from leaves(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}", value
 
 
-def _value(cfg: DictConfig, key: str) -> Any:
-    try:
-        value = OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
-    except OmegaConfBaseException:  # resolves only in a Hydra run
-        value = OmegaConf.select(cfg, key, throw_on_resolution_failure=False)
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-
-
-def _flow(value: Any) -> str:
+def as_override(value: Any) -> str:
     """A value as an override writes it: null, true, [a, b], {k: v}."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(_flow(v) for v in value) + "]"
+        return "[" + ", ".join(as_override(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {as_override(v)}" for k, v in value.items()) + "}"
     return str(value)
 
 
-def _plain(node: Any, raw: Any) -> Any:
-    """A config node as plain values (`raw`: the same, unresolved), resolved, except a pointer at a whole group, kept
-    as written; a value that resolves only in a Hydra run is also shown as written."""
+def plain(node: Any, raw: Any = None) -> Any:
+    """A config node as plain values, resolved, but as written (`raw`) where it points at a group (`settings:
+    ${analysis}`: each setting once) or resolves only in a Hydra run; an enum or a path as its text."""
     if not OmegaConf.is_config(node):
-        return node
+        return node if isinstance(node, str | int | float | bool | type(None)) else str(node)
+    raw = OmegaConf.to_container(node, resolve=False) if raw is None else raw
     keys = list(node) if isinstance(node, DictConfig) else range(len(node))
-    out: dict[Any, Any] | list[Any] = {} if isinstance(node, DictConfig) else []
+    values = []
     for key in keys:
-        written = raw[key]
         try:
             value = node[key]
         except OmegaConfBaseException:
-            value = written
-        if isinstance(written, str) and "${" in written and OmegaConf.is_config(value):
-            value = written  # each setting once: `settings: ${analysis}`, not the analysis group again
-        value = _plain(value, written) if OmegaConf.is_config(value) else value
-        if isinstance(out, dict):
-            out[key] = value
-        else:
-            out.append(value)
-    return out
-
-
-class _Dumper(yaml.SafeDumper):
-    """YAML of plain values; any other value a config may hold (an enum, a path) written as its text."""
-
-
-_Dumper.add_multi_representer(object, lambda dumper, value: dumper.represent_str(str(value)))
-
-
-def _yaml(values: dict) -> str:
-    """Block YAML, keys in their order, never folded: a long path stays on its line."""
-    return yaml.dump(values, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=float("inf"))
+            value = raw[key]
+        pointer = isinstance(raw[key], str) and "${" in raw[key] and OmegaConf.is_config(value)  # kept as written
+        values.append(plain(raw[key] if pointer else value, raw[key]))
+    return dict(zip(keys, values, strict=True)) if isinstance(node, DictConfig) else values

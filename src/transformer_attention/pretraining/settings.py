@@ -118,8 +118,8 @@ class PretrainConfig:
         """Built from `pretrain.*`'s plain values (and `model.*`'s, for the encoder's sizes); an unknown key is a
         ConfigError naming the nearest one."""
         values = dict(values)
-        values["skipgram"] = settings_of(SkipgramConfig, values.get("skipgram") or {}, "pretrain.skipgram.",
-                                         "the skip-gram vectors")  # fmt: skip
+        skipgram = values.get("skipgram") or {}
+        values["skipgram"] = settings_of(SkipgramConfig, skipgram, "pretrain.skipgram.", "the skip-gram vectors")
         values["extra_texts"] = tuple(values.get("extra_texts") or ())
         settings = settings_of(cls, values, "pretrain.", "the pretraining")
         return settings if model is None else replace(settings, encoder=settings.encoder_of(model))
@@ -187,4 +187,18 @@ def check_extra_folders(sources: Sequence[str]) -> None:
                 f"pretrain.extra_texts: {source!r} holds no {split}.* data file ({', '.join(FORMATS)}; it holds "
                 f'{shown}): put its texts in {where / split}.jsonl, one {{"text": ...}} a line (or a .csv, .parquet '
                 "with a text column), or give a folder of such files: e.g. pretrain.extra_texts=[../shared/data/imdb]"
+            )
+
+
+def check_overrides(overrides: Sequence[str]) -> None:
+    """pretrain.py runs only the pretraining of train.py's config: a command-line override of the fine-tuning's
+    trainer, callbacks or loggers would change nothing, so it is refused, naming the key that does."""
+    for override in overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        group = key.split(".", 1)[0]
+        if group in GROUPS:
+            fix = f"pretrain.{key}={value}" if "." in key else f"{group}@pretrain.{group}={value}"
+            raise ConfigError(
+                f"{override} sets the fine-tuning's {group}, which pretrain.py does not run: the pretraining's is "
+                f"pretrain.{group}: e.g. {fix}"
             )

@@ -7,11 +7,13 @@ at import time (a GPU setting imports torch to count the GPUs)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
+from ..analysis.settings import known_methods
 from ..checks import is_number, is_whole
 from ..errors import ConfigError
 from ..model.config import EncoderConfig, LossConfig, check_encoder
@@ -181,6 +183,94 @@ def check_devices(trainer: Mapping[str, Any], prefix: str) -> None:
             f"{prefix}devices={devices} but only {visible} GPU(s) are visible: "
             f"use {prefix}devices={visible} (or {prefix}devices=auto)"
         )
+
+
+def check_joint(model: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+    """The model's and the data's settings together: inputs no longer than the positional table."""
+    max_length, max_len = data.get("max_length"), model.get("max_len")
+    if isinstance(max_length, int) and isinstance(max_len, int) and max_length > max_len:
+        raise ConfigError(
+            f"data.max_length={max_length} is longer than the positional table model.max_len={max_len}: "
+            f"lower data.max_length or raise model.max_len (e.g. model.max_len={max_length})"
+        )
+
+
+RUN_RULES: dict[str, Rule] = {  # the run's own keys; `batch_size` is predict.py's
+    "seed": (lambda v: v is None or is_whole(v, 0), "a whole number >= 0 (or null: no seeding)", 42),
+    "tags": (
+        lambda v: v is None or (isinstance(v, list) and all(isinstance(t, str | int | float) for t in v)),
+        "a list of words",
+        "[baseline,heads8]",
+    ),
+    "batch_size": (lambda v: is_whole(v, 1), "a whole number >= 1", 64),
+}
+TREE_RULE: Rule = (lambda v: v in ("changes", "full"), "changes (what this run changes) or full", "full")
+
+
+def check_run(values: Mapping[str, Any]) -> None:
+    """The run's own keys: `seed`, `tags`, `console.tree`, and predict.py's `batch_size` and `device`."""
+    check_rules(values, RUN_RULES, prefix="")
+    check_rules(values.get("console") or {}, {"tree": TREE_RULE}, prefix="console.")
+    device = values.get("device")
+    if device is None:
+        return
+    kind, _, index = str(device).partition(":")
+    if kind not in ("cpu", "cuda", "mps") or (index and not index.isdigit()):
+        raise ConfigError(f"device={device!r} is not a device: use cpu, cuda, cuda:1 (a GPU's number) or mps")
+    if kind == "cuda":
+        import torch  # only for a GPU
+
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device={device} but this torch sees no CUDA GPU (a CPU build, or none): use device=cpu")
+        if index and int(index) >= (visible := torch.cuda.device_count()):
+            raise ConfigError(
+                f"device={device} but {visible} GPU(s) are visible: use device=cuda:0 to cuda:{visible - 1}"
+            )
+
+
+def check_loggers(loggers: Mapping[str, Any]) -> None:
+    """A logger whose package is not installed names the project's extra that brings it (named as the package)."""
+    for name, entry in loggers.items():
+        target = str(entry.get("_target_", "")) if isinstance(entry, Mapping) else ""
+        package = {"MLFlowLogger": "mlflow", "WandbLogger": "wandb"}.get(target.rsplit(".", 1)[-1])
+        if package is not None and importlib.util.find_spec(package) is None:
+            raise ConfigError(
+                f"logger={name} needs {package}, which is not installed: pip install -e '.[{package}]' "
+                f"(or leave it out: logger.{name}=null)"
+            )
+
+
+FLAG: Rule = (lambda v: isinstance(v, bool), "true or false", "true")
+# the callbacks' arguments no schema types: a word where a number belongs fails here, not when the callback is built
+CALLBACK_RULES: dict[str, dict[str, Rule]] = {
+    "model_analysis": {
+        "normalized": FLAG,
+        "max_cost": (
+            lambda v: v is None or (is_number(v) and v >= 0),
+            "a number >= 0 (a share of the fit's time; null: always)",
+            0.25,
+        ),
+    },
+    "attention_maps": {
+        "text_method": (
+            lambda v: v is None or v in known_methods(),
+            f"one of {', '.join(known_methods())} (null: none)",
+            "decompx",
+        ),
+        "text_heads": (lambda v: is_whole(v, 0), "a whole number >= 0 (0: none)", 2),
+        "num_examples": (lambda v: is_whole(v, 1), "a whole number >= 1", 4),
+        "every_n_epochs": (lambda v: is_whole(v, 1), "a whole number >= 1", 2),
+        "max_tokens": (lambda v: is_whole(v, 2), "a whole number >= 2", 24),
+        **dict.fromkeys(("mean", "rollout", "text", "html", "background"), FLAG),
+    },
+}
+
+
+def check_callbacks(callbacks: Mapping[str, Any]) -> None:
+    """The callbacks' arguments that CALLBACK_RULES types, where that callback is on."""
+    for name, rules in CALLBACK_RULES.items():
+        if isinstance(entry := callbacks.get(name), Mapping):
+            check_rules(entry, rules, prefix=f"callbacks.{name}.")
 
 
 _DEFAULTS: list = [None, None]  # this run's Hydra config node, and the defaults composed for it
