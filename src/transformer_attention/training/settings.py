@@ -1,9 +1,10 @@
 """The training settings and their rules, each written once: `ModelConfig` (the schema of `conf/model/`: the
 encoder's `EncoderConfig` plus how ClassifierModule optimises it), the rules of an optimiser and its schedule
 (`check_optimization`: `model.*` and `pretrain.*` alike) and of a Trainer (`check_trainer`: `trainer.*` and
-`pretrain.trainer.*`). A dataclass checks its fields when built; the CLI builds them before torch is imported, so
-each failure is a ConfigError naming the key, the bad value and the fix, in about a second. Standard library only
-at import time (a GPU setting imports torch to count the GPUs)."""
+`pretrain.trainer.*`), and the run's, the loggers' and the callbacks' (`check_run`, `check_loggers`, ...). A
+dataclass checks its fields when built; the CLI builds them before torch is imported, so each failure is a
+ConfigError naming the key, the bad value and the fix, in about a second. Standard library only at import time
+(a GPU setting imports torch to count the GPUs)."""
 
 from __future__ import annotations
 
@@ -221,7 +222,8 @@ def check_run(values: Mapping[str, Any]) -> None:
         import torch  # only for a GPU
 
         if not torch.cuda.is_available():
-            raise ConfigError(f"device={device} but this torch sees no CUDA GPU (a CPU build, or none): use device=cpu")
+            none = "this torch sees no CUDA GPU (a CPU build, or none)"
+            raise ConfigError(f"device={device} but {none}: use device=cpu")
         if index and int(index) >= (visible := torch.cuda.device_count()):
             raise ConfigError(
                 f"device={device} but {visible} GPU(s) are visible: use device=cuda:0 to cuda:{visible - 1}"
@@ -241,7 +243,7 @@ def check_loggers(loggers: Mapping[str, Any]) -> None:
 
 
 FLAG: Rule = (lambda v: isinstance(v, bool), "true or false", "true")
-# the callbacks' arguments no schema types: a word where a number belongs fails here, not when the callback is built
+# the callbacks' arguments no schema types: a word for a number fails here, not when the callback is built
 CALLBACK_RULES: dict[str, dict[str, Rule]] = {
     "model_analysis": {
         "normalized": FLAG,
