@@ -109,19 +109,19 @@ def refusal(err: BaseException, overrides: Sequence[str]) -> str:
             near = closest(option, options)
             fix = f"did you mean {key}={near}?" if near else f"the options are {', '.join(options)}"
             return f"{arg}: the {key} group has no option {option}: {fix}"
-        full_key = getattr(cause, "full_key", None)
-        if full_key is None or not f"{key}.".startswith(f"{full_key}."):
+        full_key, node = getattr(cause, "full_key", None), getattr(cause, "parent_node", None)
+        if full_key is None or node is None or not f"{key}.".startswith(f"{full_key}."):
             continue
         if isinstance(cause, ValidationError):  # a value of the wrong type: the one the config holds is right
             what = next((w for kind, w in KINDS.items() if isinstance(cause.child_node, kind)), "another value")
-            now = plain(OmegaConf.select(cause.parent_node, str(cause.key), throw_on_resolution_failure=False))
+            now = plain(OmegaConf.select(node, str(cause.key), throw_on_resolution_failure=False))
             return f"{arg}: {key} takes {what}, not {value}: e.g. {shell_quoted(f'{key}={as_override(now)}')}"
         where, _, missing = full_key.rpartition(".")  # a key its node lacks: the nearest, else the node's keys
-        known = [str(k) for k in cause.parent_node if not str(k).startswith("_") and str(k) != "hydra"]
+        known = [str(k) for k in node if not str(k).startswith("_") and str(k) != "hydra"]
         if near := closest(missing, known):
             fix = shell_quoted(f"{where}.{near}{key[len(full_key) :]}={value}".lstrip("."))
             return f"{arg}: {where or 'the config'} has no key {missing}: did you mean {fix}?"
-        target = cause.parent_node.get("_target_") if key == full_key else None  # its class takes more arguments
+        target = node.get("_target_") if key == full_key else None  # its class takes more arguments
         add = f"; for {target}, add it: e.g. {shell_quoted(f'+{arg}')}" if target else ""
         return f"{arg}: {where or 'the config'} has no key {missing} (its keys: {', '.join(known)}){add}"
     return " ".join(f"{err} {cause or ''}".split()).split(" Config search path:")[0]
