@@ -5,7 +5,7 @@ from pathlib import Path
 
 import hydra
 
-os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))  # outputs/ under the repo, whatever the cwd
+os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))  # outputs/ in the repo, from any cwd
 from transformer_attention import cli  # noqa: E402  (no torch yet: the config is checked first)
 
 

@@ -106,6 +106,7 @@ def refusal(err: BaseException, overrides: Sequence[str]) -> str:
     for arg in overrides:
         key, value = OverridesParser.create().parse_override(arg).key_or_group, arg.partition("=")[2]
         if key == group and (options := getattr(err, "options", None)) is not None:
+            options = [o for o in options if o != "schema"]  # the structured schema a group starts from
             near = closest(option, options)
             fix = f"did you mean {key}={near}?" if near else f"the options are {', '.join(options)}"
             return f"{arg}: the {key} group has no option {option}: {fix}"
