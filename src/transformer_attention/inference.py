@@ -46,6 +46,11 @@ class Batch:
     labels: torch.Tensor | None = None  # (B,) long, when given
 
 
+def device_of(model: nn.Module) -> torch.device:
+    """The device `model`'s parameters are on."""
+    return next(model.parameters()).device
+
+
 def pad_id_of(model: nn.Module) -> int:
     """The id `model` pads with: a TransformerClassifier's, or that of the one a module holds as `.net`."""
     return getattr(getattr(model, "net", model), "pad_id", PAD_ID)
@@ -64,7 +69,7 @@ def batched(
     (or `pad_id`): in their order, or shortest first (`by_length`) so that a batch pads little."""
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be >= 1 (or None: all rows in one batch)")
-    device = next(model.parameters()).device
+    device = device_of(model)
     pad = pad_id_of(model) if pad_id is None else pad_id
     order = sorted(range(len(rows)), key=lambda i: (len(rows[i]), i)) if by_length else list(range(len(rows)))
     step = batch_size or max(len(rows), 1)

@@ -16,16 +16,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from ..inference import batched
+from ..inference import batched, device_of
 from ..model.classifier import TransformerClassifier
 from . import methods as registry
 from .passes import Passes
 
 TOKEN_BUDGET = 2**22  # rows x T x T per batch at most: a batch's (B, H, T, T) maps stay a few hundred MB
-
-
-def device_of(net: TransformerClassifier) -> torch.device:
-    return next(net.parameters()).device
 
 
 def float64_capable(net: TransformerClassifier) -> TransformerClassifier:
