@@ -4,12 +4,14 @@ library."""
 
 from __future__ import annotations
 
+import ast
 import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from importlib import import_module
 from numbers import Integral, Real
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ConfigError
@@ -58,10 +60,16 @@ def settings_of(kind: type[T], values: Mapping[str, Any], prefix: str, what: str
     return kind(**values)
 
 
-def lazy_face(package: str, names_by_module: Mapping[str, Sequence[str]]) -> tuple[Callable[[str], Any], list[str]]:
+def lazy_face(package: str, init_file: str) -> tuple[Callable[[str], Any], list[str]]:
     """A package's `__getattr__` (PEP 562) that imports a name's module on its first use, and the names it serves:
-    a config is then checked, and refused, in about a second, before torch is imported."""
-    where = {name: module for module, names in names_by_module.items() for name in names}
+    a config is then checked, and refused, in about a second, before torch is imported. The names are those the
+    package's `__init__.py` (`init_file`) imports under `if TYPE_CHECKING:`, for type checkers: written once."""
+    where: dict[str, str] = {}
+    for node in ast.walk(ast.parse(Path(init_file).read_text())):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imported in node.body:
+                assert isinstance(imported, ast.ImportFrom) and imported.level == 1, ast.unparse(imported)
+                where |= {alias.asname or alias.name: str(imported.module) for alias in imported.names}
 
     def __getattr__(name: str) -> Any:
         if name not in where:

@@ -1,14 +1,12 @@
-"""One forward pass: token-id rows in, padded into batches on the model's device (`batched`: in order, or the
-shortest together), each through the model in eval mode (`forward`, the one place that calls it), with or without
-every layer's attention (weights, or norm-weighted maps), a head mask and gradients. On it: `infer`, `probabilities`
-(float64, for the analyses), `logit_function` (what captum calls) and `predict(module, texts)`.
+"""One forward pass: token-id rows padded into batches on the model's device (`batched`), each through the model
+in eval mode (`forward`, the one place that calls it; every submodule's mode restored after, even on an error),
+with or without every layer's attention (weights, or norm-weighted maps), a head mask and gradients; on it
+`infer`, `probabilities`, `logit_function` (what captum calls) and `predict(module, texts)`:
 
     module = ClassifierModule.load_from_checkpoint("outputs/.../checkpoints/last.ckpt")
     for p in predict(module, ["not bad at all", "a dull, lifeless film"], need_weights=True):
         print(p.label, p.probabilities, p.tokens, p.attentions[0].shape)  # (H, T, T) per layer
 
-Eval mode (the attention returned is what the model computed), on the model's device, without gradients unless
-asked; every submodule's mode is restored after, even when the forward raises.
 Shapes: N rows, B a batch, T its longest row, C classes, L layers, H heads.
 """
 

@@ -25,15 +25,5 @@ if TYPE_CHECKING:
     from .run import Analysis, explain_rows, run_analyses  # noqa: F401
     from .write import figures, summary, write_files  # noqa: F401
 
-_NAMES_BY_MODULE = {
-    "attributions": ("attribute",),
-    "methods": ("Method", "labels", "register"),
-    "methods.decompx": ("Decomposition", "decompx"),
-    "faithfulness": ("Explained", "Faithfulness", "eraser_scores", "explain_texts", "faithfulness"),
-    "heads": ("HeadImportance", "head_importance"),
-    "plan": ("Plan", "analysis_settings"),
-    "run": ("Analysis", "explain_rows", "run_analyses"),
-    "write": ("figures", "summary", "write_files"),
-}
-__getattr__, _LAZY = lazy_face(__name__, _NAMES_BY_MODULE)
+__getattr__, _LAZY = lazy_face(__name__, __file__)
 __all__ = ["ANALYSES", "AnalysisConfig", "check_analyses", "check_analysis_settings", *_LAZY]

@@ -23,14 +23,5 @@ if TYPE_CHECKING:
     from .tokenizer import train_tokenizer as train_tokenizer
     from .toy import make_toy_splits as make_toy_splits
 
-_NAMES_BY_MODULE = {
-    "batches": ("EncodedDataset", "collate"),
-    "datamodule": ("ReviewDataModule",),
-    "pii": ("PII_TOKENS", "scrub_pii"),
-    "sampler": ("BucketBatchSampler",),
-    "settings": ("check_data_settings",),
-    "tokenizer": ("CLS_ID", "MASK_ID", "PAD_ID", "UNK_ID", "load_tokenizer", "save_tokenizer", "train_tokenizer"),
-    "toy": ("make_toy_splits",),
-}
-__getattr__, _LAZY = lazy_face(__name__, _NAMES_BY_MODULE)
+__getattr__, _LAZY = lazy_face(__name__, __file__)
 __all__ = ["DataError", *_LAZY]

@@ -25,13 +25,5 @@ if TYPE_CHECKING:  # `X as X`: the names this package exports, for type checkers
     from .probes import gated_heads as gated_heads
     from .probes import norm_weighted_forward as norm_weighted_forward
 
-_NAMES_BY_MODULE = {
-    "attention": ("MultiHeadAttention", "scaled_dot_product_attention", "sdpa_attention"),
-    "classifier": ("ClassifierOutput", "TransformerClassifier", "pool"),
-    "encoder": ("TransformerEncoder", "TransformerEncoderLayer"),
-    "masks": ("causal_mask", "padding_mask"),
-    "positional": ("LearnedPositionalEncoding", "SinusoidalPositionalEncoding"),
-    "probes": ("gated_heads", "norm_weighted_forward"),
-}
-__getattr__, _LAZY = lazy_face(__name__, _NAMES_BY_MODULE)
+__getattr__, _LAZY = lazy_face(__name__, __file__)
 __all__ = ["ATTENTION_IMPLS", "EncoderConfig", *_LAZY]

@@ -15,13 +15,5 @@ if TYPE_CHECKING:
     from .vectors import WordVectors  # noqa: F401
     from .weights import ARCHITECTURE, PretrainedEncoder  # noqa: F401
 
-_NAMES_BY_MODULE = {
-    "methods": ("METHODS", "Method", "pretrain"),
-    "mlm": ("IGNORE", "MaskedLMModule", "mask_tokens"),
-    "skipgram": ("train_vectors",),
-    "start": ("Start", "read_start"),
-    "vectors": ("WordVectors",),
-    "weights": ("ARCHITECTURE", "PretrainedEncoder"),
-}
-__getattr__, _LAZY = lazy_face(__name__, _NAMES_BY_MODULE)
+__getattr__, _LAZY = lazy_face(__name__, __file__)
 __all__ = ["METHOD_NAMES", "PretrainConfig", "PretrainRun", "SkipgramConfig", *_LAZY]

@@ -1,19 +1,7 @@
 """The registry of explanations: every way this project scores the words of a text, one `Method` per file of
 this package, registered when the file is imported (`register`). The faithfulness, agreement and plausibility
-tables, the TensorBoard text view, predict.py's pages and evaluate.py read `METHODS` (through `methods()`), so a
-new method is one new file here and nothing else:
-
-    # src/transformer_attention/analysis/methods/first_word.py
-    from . import Explanation, Method, Options, register
-
-    def explain(net, ids, mask, target, options: Options) -> Explanation:
-        scores = torch.zeros(ids.shape, dtype=torch.float64)
-        scores[:, 1] = 1.0  # the first word after [CLS] decides, says this method
-        return Explanation(scores)
-
-    register(Method("first_word", "the first word", signed=False, explain=explain))
-
-Shapes: B a batch, T its longest row, C classes.
+tables, the TensorBoard text view, predict.py's pages and evaluate.py read it (`methods()`), so a new method is
+one new file here and nothing else (docs/analysis.md shows one). Shapes: B a batch, T its longest row, C classes.
 """
 
 from __future__ import annotations
