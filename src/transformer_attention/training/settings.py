@@ -8,6 +8,7 @@ ConfigError naming the key, the bad value and the fix, in about a second. Standa
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -109,46 +110,44 @@ LOWEST = {  # whole-number loop settings (Lightning checks most only when fit st
     "num_sanity_val_steps": -1,
     "reload_dataloaders_every_n_epochs": 0,
 }
-CLIP_ALGORITHMS = ("norm", "value")
+
+
+def whole_or_null(value: Any, low: int) -> bool:
+    return value is None or is_whole(value, low)
+
+
+TRAINER_RULES: dict[str, Rule] = {  # null: Lightning's default
+    **{
+        key: (functools.partial(whole_or_null, low=low), f"a whole number >= {low}", max(low, 1))
+        for key, low in LOWEST.items()
+    },
+    "gradient_clip_val": (
+        lambda v: v is None or (is_number(v) and v >= 0),
+        "a number >= 0 (0 or null: no clipping)",
+        1.0,
+    ),
+    "gradient_clip_algorithm": (lambda v: v in (None, "norm", "value"), "norm or value (null: norm)", "value"),
+    "val_check_interval": (
+        lambda v: v is None or is_whole(v, 1) or (is_number(v) and 0 < v <= 1),
+        "a fraction of an epoch in (0, 1] or a whole number of batches >= 1",
+        0.25,
+    ),
+    "precision": (
+        lambda v: v is None or str(v) in PRECISIONS,
+        f"one of {', '.join(PRECISIONS[:6])}",
+        "auto (the faster of 32-true and bf16-mixed, timed at start)",
+    ),
+}
 
 
 def check_trainer(trainer: Mapping[str, Any], prefix: str) -> None:
     """A Trainer's values (`prefix`: `trainer.`, or `pretrain.trainer.`): whole-number loop settings, clipping, the
     validation interval, the precision, and devices that exist."""
-    for key, low in LOWEST.items():
-        value = trainer.get(key)
-        if value is not None and not is_whole(value, low):
-            raise ConfigError(
-                f"{prefix}{key}={value!r} must be a whole number >= {low}: e.g. {prefix}{key}={max(low, 1)}"
-            )
+    check_rules(trainer, TRAINER_RULES, prefix)
     if trainer.get("max_epochs") == 0:
         raise ConfigError(
             f"{prefix}max_epochs=0 trains nothing: use {prefix}max_epochs=1 or more (-1: no limit), "
             "or train=false to test the weights as they are"
-        )
-    clip = trainer.get("gradient_clip_val")
-    if clip is not None and not (is_number(clip) and clip >= 0):
-        raise ConfigError(
-            f"{prefix}gradient_clip_val={clip!r} must be a number >= 0 (0 or null: no clipping): "
-            f"e.g. {prefix}gradient_clip_val=1.0"
-        )
-    algorithm = trainer.get("gradient_clip_algorithm")
-    if algorithm is not None and algorithm not in CLIP_ALGORITHMS:
-        raise ConfigError(
-            f"{prefix}gradient_clip_algorithm={algorithm!r} must be norm or value (null: norm): "
-            f"e.g. {prefix}gradient_clip_algorithm=value"
-        )
-    interval = trainer.get("val_check_interval")
-    if interval is not None and not (is_whole(interval, 1) or (is_number(interval) and 0 < interval <= 1)):
-        raise ConfigError(
-            f"{prefix}val_check_interval={interval!r} must be a fraction of an epoch in (0, 1] or a whole number of "
-            f"batches >= 1: e.g. {prefix}val_check_interval=0.25"
-        )
-    precision = trainer.get("precision")
-    if precision is not None and str(precision) not in PRECISIONS:
-        raise ConfigError(
-            f"{prefix}precision={precision!r} must be one of {', '.join(PRECISIONS[:6])}: e.g. {prefix}precision=auto "
-            "(the faster of 32-true and bf16-mixed, timed at start)"
         )
     check_devices(trainer, prefix)
 
