@@ -261,7 +261,7 @@ def test_any_class_is_explained_and_a_missing_one_named():
         target_classes("postive", None, ["negative", "positive"], 2, 3)
     with pytest.raises(ConfigError, match="analysis.target=true: these texts have no labels"):
         target_classes("true", None, None, 2, 3)
-    with pytest.raises(ConfigError, match=r"analysis.target=3: use predicted, true or a class name"):
+    with pytest.raises(ConfigError, match=r"analysis.target=3 must be predicted, true or a class name"):
         check_analysis_settings({"target": 3})
 
 
@@ -470,9 +470,9 @@ def test_the_settings_are_checked_with_one_line_each():
     cases = {
         "k": ([0, 50], r"analysis.k=\[0, 50\]: 0 is not a percentage in \(0, 100\)"),
         "samples": (0, r"analysis.samples=0 must be a whole number >= 1"),
-        "removal": ("drop", r"analysis.removal='drop' is not one of auto, mask, delete"),
+        "removal": ("drop", r"analysis.removal='drop' must be one of auto, mask, delete"),
         "ig_steps": (1, r"analysis.ig_steps=1 must be a whole number >= 2"),
-        "split": ("train", r"analysis.split='train' is not a split"),
+        "split": ("train", r"analysis.split='train' must be validation or test"),
     }
     for key, (value, message) in cases.items():
         with pytest.raises(ConfigError, match=message):

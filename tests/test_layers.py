@@ -142,6 +142,41 @@ def test_files_are_small_and_the_top_is_a_few_modules():
     assert len(top) <= 8, top
 
 
+def is_table(node: ast.AST) -> bool:
+    """A literal of literals: a tuple, list, set or dict whose items are constants or tables themselves."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return all(is_table(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and is_table(k) and is_table(v) for k, v in zip(node.keys, node.values, strict=True))
+    return False
+
+
+def unformatted(source: str) -> list[int]:
+    """The lines that end a statement kept from the formatter (`# fmt: skip`) that is not a table's assignment."""
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.stmt) and node.end_lineno and "# fmt: skip" in lines[node.end_lineno - 1]:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            if not (value is not None and is_table(value)):
+                found.append(node.end_lineno)
+    return sorted(set(found))
+
+
+def test_the_formatter_shapes_all_but_tables():
+    """`# fmt: skip` keeps a table's columns aligned, never packs code under the line budget."""
+    found = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py") if (n := unformatted(p.read_text()))}
+    assert not found, f"let ruff format these statements (fmt: skip is for tables): {found}"
+
+
+def test_the_format_scan_tells_a_table_from_code():
+    """The check above can fail: a call kept from the formatter is found, a table of constants is not."""
+    source = 'ORDER = (\n    "a", "b",\n)  # fmt: skip\nx = f(\n    1, 2,\n)  # fmt: skip\n'
+    assert unformatted(source) == [6]
+
+
 def plain_writes(path: Path) -> list[str]:
     """`line: call` for every write of a file in `path` that is not files.atomic_write's: open() for writing,
     write_text / write_bytes, OmegaConf.save, and a library's figure, array or image saved to a path (not to a

@@ -40,6 +40,26 @@ def is_finite(value: Any) -> bool:
         return False
 
 
+Rule = tuple[Callable[[Any], bool], str, Any]  # (is the value allowed, what it must be, an example)
+
+
+def whole(low: int, null: bool = False) -> Callable[[Any], bool]:
+    """A rule's test: a whole number >= `low` (or None, with `null`)."""
+    return lambda v: (null and v is None) or is_whole(v, low)
+
+
+def check_rules(values: Mapping[str, Any], rules: Mapping[str, Rule], prefix: str) -> None:
+    """A ConfigError for the first value of `values` that breaks its rule, naming `prefix + key`, the value, what it
+    must be and an example; keys without a rule, and rules whose key is absent, pass."""
+    for key, (ok, allowed, example) in rules.items():
+        value = values.get(key)
+        if key in values and not ok(value):
+            shown = "[" + ",".join(map(str, value)) + "]" if isinstance(value, list | tuple) else repr(value)
+            fix = f"{prefix}{key}={example}"
+            fix = f"'{fix}'" if "[" in fix else fix  # a list, quoted for the shell
+            raise ConfigError(f"{prefix}{key}={shown} must be {allowed}: e.g. {fix}")
+
+
 def closest(name: Any, known: Sequence[str]) -> str | None:
     """The known name nearest a misspelt `name`, for a "did you mean" hint; None when none is near."""
     near = difflib.get_close_matches(str(name), list(known), n=1)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, List, Optional  # noqa: UP035 - OmegaConf 2.3 reads typing's List and Optional
 
-from ..checks import closest, is_number, is_whole
+from ..checks import Rule, check_rules, closest, is_number, whole
 from ..errors import ConfigError
 
 ANALYSES = ("heads", "faithfulness")
@@ -37,6 +37,18 @@ class AnalysisConfig:
     methods: Optional[List[str]] = None  # noqa: UP006, UP045 - explanation methods to run (null: every one, methods/)
 
 
+RULES: dict[str, Rule] = {
+    "samples": (whole(1, null=True), "a whole number >= 1 (null: all)", 100),
+    "heads_samples": (whole(1, null=True), "a whole number >= 1 (null: all)", 100),
+    "ig_steps": (whole(2), "a whole number >= 2", 32),
+    "seed": (whole(0), "a whole number >= 0", 0),
+    "batch_size": (whole(1), "a whole number >= 1", 256),
+    "target": (lambda v: isinstance(v, str) and bool(v), "predicted, true or a class name", "true"),
+    "removal": (lambda v: v in REMOVAL_CHOICES, f"one of {', '.join(REMOVAL_CHOICES)}", "auto"),
+    "split": (lambda v: v is None or v in SPLITS, "validation or test (null: the task's own)", "test"),
+}
+
+
 def check_analyses(names: Any, key: str = "analyses") -> list[str]:
     """`names` (one name, a list, or None) as a list of known analyses; a ConfigError names an unknown one."""
     if names is None:
@@ -55,16 +67,7 @@ def check_analyses(names: Any, key: str = "analyses") -> list[str]:
 def check_analysis_settings(values: dict[str, Any], prefix: str = "analysis.") -> None:
     """The settings' rules (`values`: a plain dict of AnalysisConfig's fields); a ConfigError names the first
     bad one, its value and the fix."""
-    for key, low in (("samples", 1), ("heads_samples", 1)):
-        value = values.get(key)
-        if value is not None and not is_whole(value, low):
-            raise ConfigError(
-                f"{prefix}{key}={value!r} must be a whole number >= {low} (null: all): e.g. {prefix}{key}=100"
-            )
-    for key, low, example in (("ig_steps", 2, 32), ("seed", 0, 0), ("batch_size", 1, 256)):
-        value = values.get(key, low)
-        if not is_whole(value, low):
-            raise ConfigError(f"{prefix}{key}={value!r} must be a whole number >= {low}: e.g. {prefix}{key}={example}")
+    check_rules(values, RULES, prefix)
     k = values.get("k", [10])
     if not isinstance(k, Sequence) or isinstance(k, str) or not k:
         raise ConfigError(f"{prefix}k={k!r} must be a list of percentages: e.g. {prefix}k=[10,20,50]")
@@ -75,20 +78,9 @@ def check_analysis_settings(values: dict[str, Any], prefix: str = "analysis.") -
                 f"{prefix}k={shown}: {f'{value:g}' if is_number(value) else repr(value)} is not a percentage in "
                 f"(0, 100), the share of a text's words kept or removed: e.g. {prefix}k=[10,20,50]"
             )
-    target = values.get("target", "predicted")
-    if not isinstance(target, str) or not target:
-        raise ConfigError(f"{prefix}target={target!r}: use predicted, true or a class name (e.g. {prefix}target=true)")
-    removal = values.get("removal", "auto")
-    if removal not in REMOVAL_CHOICES:
-        raise ConfigError(
-            f"{prefix}removal={removal!r} is not one of {', '.join(REMOVAL_CHOICES)}: e.g. {prefix}removal=auto"
-        )
     chosen = values.get("methods")
     if chosen is not None:
         check_method_names(chosen, f"{prefix}methods")
-    split = values.get("split")
-    if split is not None and split not in SPLITS:
-        raise ConfigError(f"{prefix}split={split!r} is not a split: use validation or test (null: the task's own)")
 
 
 def known_methods() -> list[str]:

@@ -6,16 +6,16 @@ at its start and passes them down. Standard library only."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..checks import closest, is_number, is_whole, settings_of
+from ..checks import Rule, check_rules, closest, is_number, settings_of, whole
 from ..data.sources import FORMATS, SPLIT_ALIASES
 from ..errors import ConfigError
 from ..model.config import encoder_fields
-from ..training.settings import Rule, check_optimization, check_rules, check_trainer
+from ..training.settings import check_optimization, check_trainer
 
 METHOD_NAMES = ("mlm", "skipgram")  # what `pretrain.method` may name: methods.METHODS says what each does
 # what train.py does when `pretrain.extra_texts` is empty or a hub name in it cannot be loaded (offline)
@@ -36,16 +36,13 @@ class SkipgramConfig:
     workers: int | None = 1  # threads; 1: the same vectors on any machine and load; None: the usable cores
 
     def __post_init__(self) -> None:
-        whole = {"dim": 2, "window": 1, "negative": 1, "epochs": 1, "min_count": 1, "workers": 1}
+        lowest = {"dim": 2, "window": 1, "negative": 1, "epochs": 1, "min_count": 1, "workers": 1}
         examples = {"dim": 128, "window": 5, "negative": 5, "epochs": 10, "min_count": 5, "workers": 1}
         optional = ("dim", "workers")  # None: the embedding's size, the usable cores
 
-        def whole_or_none(low: int, none_allowed: bool) -> Callable[[Any], bool]:
-            return lambda v: (v is None and none_allowed) or is_whole(v, low)
-
         rules: dict[str, Rule] = {
-            key: (whole_or_none(low, key in optional), f"a whole number >= {low}", examples[key])
-            for key, low in whole.items()
+            key: (whole(low, null=key in optional), f"a whole number >= {low}", examples[key])
+            for key, low in lowest.items()
         }
         rules["sample"] = (lambda v: is_number(v) and 0 <= v < 1, "a number in [0, 1)", 0.0001)
         check_rules(asdict(self), rules, prefix="pretrain.skipgram.")
@@ -159,9 +156,9 @@ RULES: dict[str, Rule] = {
     "mask_prob": (lambda v: is_number(v) and 0 < v < 1, "a number in (0, 1)", 0.15),
     "holdout": (lambda v: is_number(v) and 0 < v < 1, "a number in (0, 1)", 0.02),
     "dropout": (lambda v: is_number(v) and 0 <= v < 1, "a number in [0, 1)", 0.0),
-    "max_length": (lambda v: is_whole(v, 2), "a whole number >= 2", 128),
-    "batch_size": (lambda v: is_whole(v, 1), "a whole number >= 1", 64),
-    "seed": (lambda v: is_whole(v, 0), "a whole number >= 0", 0),
+    "max_length": (whole(2), "a whole number >= 2", 128),
+    "batch_size": (whole(1), "a whole number >= 1", 64),
+    "seed": (whole(0), "a whole number >= 0", 0),
 }
 
 

@@ -8,20 +8,17 @@ ConfigError naming the key, the bad value and the fix, in about a second. Standa
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 from ..analysis.settings import known_methods
-from ..checks import is_number, is_whole
+from ..checks import Rule, check_rules, is_number, is_whole, whole
 from ..errors import ConfigError
 from ..model.config import EncoderConfig, LossConfig, check_encoder
 from ..threads import usable_cores
-
-Rule = tuple[Callable[[Any], bool], str, Any]  # (is the value allowed, what it must be, an example)
 
 FRACTION = "a number in [0, 1)"
 OPTIMIZER_RULES: dict[str, Rule] = {  # the keyword arguments torch's optimisers share
@@ -39,18 +36,6 @@ SCHEDULER_RULES: dict[str, Rule] = {  # module.warmup_cosine's
     "warmup_fraction": (lambda v: is_number(v) and 0 <= v < 1, FRACTION, 0.1),
     "min_lr_ratio": (lambda v: is_number(v) and 0 <= v <= 1, "a number in [0, 1]", 0),
 }
-
-
-def check_rules(values: Mapping[str, Any], rules: Mapping[str, Rule], prefix: str) -> None:
-    """A ConfigError for the first value of `values` that breaks its rule; keys without a rule, and rules whose key
-    is absent, pass."""
-    for key, (ok, allowed, example) in rules.items():
-        value = values.get(key)
-        if key in values and not ok(value):
-            shown = "[" + ",".join(map(str, value)) + "]" if isinstance(value, list | tuple) else repr(value)
-            fix = f"{prefix}{key}={example}"
-            fix = f"'{fix}'" if "[" in fix else fix  # a list, quoted for the shell
-            raise ConfigError(f"{prefix}{key}={shown} must be {allowed}: e.g. {fix}")
 
 
 def check_optimization(optimizer: Mapping[str, Any] | None, scheduler: Mapping[str, Any] | None, prefix: str) -> None:
@@ -112,15 +97,8 @@ LOWEST = {  # whole-number loop settings (Lightning checks most only when fit st
 }
 
 
-def whole_or_null(value: Any, low: int) -> bool:
-    return value is None or is_whole(value, low)
-
-
 TRAINER_RULES: dict[str, Rule] = {  # null: Lightning's default
-    **{
-        key: (functools.partial(whole_or_null, low=low), f"a whole number >= {low}", max(low, 1))
-        for key, low in LOWEST.items()
-    },
+    **{key: (whole(low, null=True), f"a whole number >= {low}", max(low, 1)) for key, low in LOWEST.items()},
     "gradient_clip_val": (
         lambda v: v is None or (is_number(v) and v >= 0),
         "a number >= 0 (0 or null: no clipping)",
