@@ -38,7 +38,7 @@ def make_batch(B: int, T: int, D: int, seed: int = 0) -> tuple[torch.Tensor, tor
 def make_modules(D: int, H: int, dropout: float) -> dict[str, nn.Module]:
     torch.manual_seed(0)
     mods: dict[str, nn.Module] = {
-        impl: MultiHeadAttention(D, H, dropout=dropout, attention_impl=impl) for impl in IMPLS[:3]
+        impl: MultiHeadAttention(D, H, dropout=dropout, attention_impl=impl) for impl in IMPLS[:2]
     }
     mods["torch"] = nn.MultiheadAttention(D, H, dropout=dropout, batch_first=True)
     return mods
