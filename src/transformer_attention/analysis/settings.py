@@ -49,19 +49,23 @@ RULES: dict[str, Rule] = {
 }
 
 
+def check_names(given: Any, known: Sequence[str], key: str, what: str, in_list: bool = False) -> list[str]:
+    """`given` (a name or a list of names) as a list of `known` names, each once; a ConfigError names the first
+    other one, the nearest known name (as the key's value, or `in_list`: as an item of its list) and all of them."""
+    names = [given] if isinstance(given, str) else given
+    if not isinstance(names, Sequence) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{key}={given!r} must be a name or a list of names: e.g. {key}=[{','.join(known[:2])}]")
+    for name in names:
+        if name not in known:
+            near = closest(name, known)
+            hint = "" if near is None else f"did you mean {near}? " if in_list else f"did you mean {key}={near}? "
+            raise ConfigError(f"{key}={name!r} is not {what}: {hint}the choices are {', '.join(known)}")
+    return list(dict.fromkeys(names))
+
+
 def check_analyses(names: Any, key: str = "analyses") -> list[str]:
     """`names` (one name, a list, or None) as a list of known analyses; a ConfigError names an unknown one."""
-    if names is None:
-        return []
-    given = [names] if isinstance(names, str) else names
-    if not isinstance(given, Sequence) or not all(isinstance(n, str) for n in given):
-        raise ConfigError(f"{key}={names!r} must be a name or a list of names: e.g. {key}=[heads,faithfulness]")
-    for name in given:
-        if name not in ANALYSES:
-            near = closest(name, ANALYSES)
-            hint = f"did you mean {key}={near}? " if near else ""
-            raise ConfigError(f"{key}={name!r} is not an analysis: {hint}the analyses are {', '.join(ANALYSES)}")
-    return list(dict.fromkeys(given))
+    return [] if names is None else check_names(names, ANALYSES, key, "an analysis")
 
 
 def check_analysis_settings(values: dict[str, Any], prefix: str = "analysis.") -> None:
@@ -94,15 +98,7 @@ def known_methods() -> list[str]:
 
 def check_method_names(chosen: Any, key: str) -> list[str]:
     """`chosen` (a list of method names) checked against `known_methods`; a ConfigError names an unknown one."""
-    if not isinstance(chosen, Sequence) or isinstance(chosen, str) or not all(isinstance(m, str) for m in chosen):
-        raise ConfigError(f"{key}={chosen!r} must be a list of method names: e.g. {key}=[decompx,integrated_gradients]")
-    known = known_methods()
-    for name in chosen:
-        if name not in known:
-            near = closest(name, known)
-            hint = f"did you mean {near}? " if near else ""
-            raise ConfigError(f"{key}: {name!r} is not an explanation method: {hint}the methods are {', '.join(known)}")
-    return list(dict.fromkeys(chosen))
+    return check_names(chosen, known_methods(), key, "an explanation method", in_list=True)
 
 
 def sample_size(asked: int | None, available: int, key: str, split: str) -> int:

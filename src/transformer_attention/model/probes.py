@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.hooks import RemovableHandle
 
 from .attention import MultiHeadAttention
 from .classifier import ClassifierOutput
@@ -44,7 +43,8 @@ def gated_heads(model: nn.Module, gates: torch.Tensor) -> Iterator[None]:
     try:
         yield
     finally:
-        _remove(handles)
+        for handle in handles:
+            handle.remove()
 
 
 class _HeadGate:
@@ -99,11 +99,7 @@ def norm_weighted_forward(model: nn.Module, *args: Any, **kwargs: Any) -> Classi
     try:
         logits, weights = model(*args, need_weights=True, **kwargs)
     finally:
-        _remove(handles)
+        for handle in handles:
+            handle.remove()
     maps = [weighted_norms(w, values[mha], mha) for w, mha in zip(weights, layers, strict=True)]
     return ClassifierOutput(logits, maps)
-
-
-def _remove(handles: list[RemovableHandle]) -> None:
-    for handle in handles:
-        handle.remove()

@@ -13,6 +13,11 @@ from .style import as_numpy
 from .words import pooled_row
 
 
+def shares(maps: torch.Tensor) -> torch.Tensor:
+    """(..., T, T) maps with each row scaled to sum 1 (a row of zeros stays zero)."""
+    return maps / maps.sum(dim=-1, keepdim=True).clamp(min=1e-12)
+
+
 def rollout(maps: Sequence[torch.Tensor], residual: float = 0.5) -> torch.Tensor:
     """Each layer's (..., T, T) map A, first layer first, mixed with the residual path as `residual * I + (1 -
     residual) * A`, rows scaled to sum 1 (a row of zeros stays zero), multiplied from the first layer up:
@@ -25,8 +30,7 @@ def rollout(maps: Sequence[torch.Tensor], residual: float = 0.5) -> torch.Tensor
     for layer, a in enumerate(maps):
         if a.shape[-1] != a.shape[-2] or (out is not None and a.shape != out.shape):
             raise ValueError(f"layer {layer}: a map of shape {tuple(a.shape)}; every layer must be (..., T, T) alike")
-        mixed = residual * torch.eye(a.shape[-1], dtype=a.dtype, device=a.device) + (1.0 - residual) * a
-        mixed = mixed / mixed.sum(dim=-1, keepdim=True).clamp(min=1e-12)
+        mixed = shares(residual * torch.eye(a.shape[-1], dtype=a.dtype, device=a.device) + (1.0 - residual) * a)
         out = mixed if out is None else mixed @ out
     assert out is not None  # `maps` is not empty: refused above
     return out
@@ -35,12 +39,8 @@ def rollout(maps: Sequence[torch.Tensor], residual: float = 0.5) -> torch.Tensor
 def attention_rollout(attentions: Sequence[np.ndarray | torch.Tensor], residual: float = 0.5) -> np.ndarray:
     """`rollout` of one text: `attentions` is one (H, T, T) or (T, T) map per layer (padding cut off), its heads
     averaged; returns R (T, T), float32, every row summing to 1."""
-    means = []
-    for layer, weights in enumerate(attentions):
-        w = torch.from_numpy(as_numpy(weights).astype(np.float64))
-        if w.dim() not in (2, 3):
-            raise ValueError(f"layer {layer}: attention of shape {tuple(w.shape)}; every layer must be (H, T, T)")
-        means.append(w.mean(dim=0) if w.dim() == 3 else w)  # (T, T), the head mean
+    means = [torch.from_numpy(as_numpy(w).astype(np.float64)) for w in attentions]
+    means = [m.mean(dim=0) if m.dim() == 3 else m for m in means]  # (T, T): the head mean
     return rollout(means, residual).numpy().astype(np.float32)
 
 

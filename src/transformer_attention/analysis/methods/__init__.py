@@ -51,23 +51,19 @@ class Explanation:
 Explain = Callable[["TransformerClassifier", torch.Tensor, torch.Tensor, torch.Tensor, Options], Explanation]
 
 
-def one_pass(length: int, classes: int, options: Options) -> Passes:
-    """The cost of a method that runs each row forward once."""
-    return Passes(forward=1)
-
-
 @dataclass(frozen=True)
 class Method:
     """An explanation: its `name` (config and JSON key), `label` (tables and pages), whether its scores are
     `signed` (towards the class explained, or against it) or only sizes, `explain(net, ids, mask, target,
     options)` (ids, mask (B, T), target (B,) long -> Explanation, in eval mode, dropout off), and `passes(length,
-    classes, options)`: the model work of one row of `length` tokens, in forward and backward passes."""
+    classes, options)`: the model work of one row of `length` tokens, in forward and backward passes (by default,
+    each row forward once)."""
 
     name: str
     label: str
     signed: bool
     explain: Explain
-    passes: Callable[[int, int, Options], Passes] = one_pass
+    passes: Callable[[int, int, Options], Passes] = lambda length, classes, options: Passes(forward=1)
 
 
 METHODS: dict[str, Method] = {}

@@ -17,11 +17,6 @@ from ._forward import LayerTrace, encoder_layers, run
 LayerMap = Callable[[LayerTrace, TransformerEncoderLayer, torch.Tensor], torch.Tensor]
 
 
-def shares(maps: torch.Tensor) -> torch.Tensor:
-    """(B, T, T) with each row scaled to sum 1 (a row of zeros stays zero)."""
-    return maps / maps.sum(dim=-1, keepdim=True).clamp(min=1e-12)
-
-
 def head_means(maps: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """Each layer's (B, H, T, T) map as the mean of its heads, (B, T, T), in float64."""
     return [m.double().mean(dim=1) for m in maps]

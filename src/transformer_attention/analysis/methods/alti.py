@@ -15,9 +15,10 @@ from torch import Tensor
 from ...model.classifier import TransformerClassifier
 from ...model.encoder import TransformerEncoderLayer
 from ...model.probes import head_moves
+from ...plotting.rollout import shares
 from . import Explanation, Method, Options, register
 from ._forward import LayerTrace, linear, norm
-from ._maps import rolled_out, shares
+from ._maps import rolled_out
 
 CHUNK = 2**24  # numbers held at once per chunk of queries: 128 MiB of float64
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from torch import Tensor
 
 from ...model.classifier import TransformerClassifier
+from ...plotting.rollout import shares
 from . import Explanation, Method, Options, register
-from ._maps import head_means, pooled_rollout, shares
+from ._maps import head_means, pooled_rollout
 from .attention_norm import norm_maps
 
 

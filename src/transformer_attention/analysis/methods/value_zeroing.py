@@ -14,10 +14,11 @@ from torch import Tensor
 from ...model.classifier import TransformerClassifier
 from ...model.encoder import TransformerEncoderLayer
 from ...model.probes import head_moves
+from ...plotting.rollout import shares
 from ..passes import Passes
 from . import Explanation, Method, Options, register
 from ._forward import LayerTrace, after_attention
-from ._maps import rolled_out, shares
+from ._maps import rolled_out
 
 CHUNK = 2**23  # rows x d_model (or feed-forward width) held at once
 
