@@ -53,5 +53,7 @@ def test_bad_input():
         attention_rollout([])
     with pytest.raises(ValueError, match="layer 1"):
         attention_rollout([np.eye(3), np.eye(4)])
+    with pytest.raises(ValueError, match=r"layer 0: attention of shape \(2, 2, 3, 3\)"):
+        attention_rollout([np.ones((2, 2, 3, 3))])  # one text's maps: (H, T, T) per layer, no batch
     with pytest.raises(ValueError, match="pooling"):
         pooled_rollout(np.eye(2), "max")

@@ -7,7 +7,7 @@ import codecs
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..checks import is_number, is_whole
+from ..checks import is_number, whole
 from ..errors import DataError
 
 
@@ -27,15 +27,12 @@ AT_LEAST_ONE = "must be a whole number >= 1: e.g. {key}=2"
 
 # key -> (whether a value is allowed, what the message says after `key=value`; {key} as the caller names it)
 RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "batch_size": (lambda v: is_whole(v, 1), AT_LEAST_ONE),
-    "vocab_size": (lambda v: is_whole(v, 1), AT_LEAST_ONE),
-    "toy_size": (lambda v: is_whole(v, 1), AT_LEAST_ONE),
-    "eval_batch_size": (lambda v: v is None or is_whole(v, 1), AT_LEAST_ONE),  # None: batch_size
-    "max_length": (
-        lambda v: is_whole(v, 2),
-        "must be a whole number >= 2 (the [CLS] token and one word): e.g. {key}=128",
-    ),
-    "num_workers": (lambda v: is_whole(v, 0), "must be 0 (load in the main process) or more: e.g. {key}=0"),
+    "batch_size": (whole(1), AT_LEAST_ONE),
+    "vocab_size": (whole(1), AT_LEAST_ONE),
+    "toy_size": (whole(1), AT_LEAST_ONE),
+    "eval_batch_size": (whole(1, null=True), AT_LEAST_ONE),  # None: batch_size
+    "max_length": (whole(2), "must be a whole number >= 2 (the [CLS] token and one word): e.g. {key}=128"),
+    "num_workers": (whole(0), "must be 0 (load in the main process) or more: e.g. {key}=0"),
     "val_fraction": (_fraction, "must be in (0, 1): e.g. {key}=0.1"),
     "test_fraction": (
         lambda v: v is None or _fraction(v),

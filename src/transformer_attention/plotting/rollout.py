@@ -39,8 +39,12 @@ def rollout(maps: Sequence[torch.Tensor], residual: float = 0.5) -> torch.Tensor
 def attention_rollout(attentions: Sequence[np.ndarray | torch.Tensor], residual: float = 0.5) -> np.ndarray:
     """`rollout` of one text: `attentions` is one (H, T, T) or (T, T) map per layer (padding cut off), its heads
     averaged; returns R (T, T), float32, every row summing to 1."""
-    means = [torch.from_numpy(as_numpy(w).astype(np.float64)) for w in attentions]
-    means = [m.mean(dim=0) if m.dim() == 3 else m for m in means]  # (T, T): the head mean
+    means = []
+    for layer, weights in enumerate(attentions):
+        w = torch.from_numpy(as_numpy(weights).astype(np.float64))
+        if w.dim() not in (2, 3):
+            raise ValueError(f"layer {layer}: attention of shape {tuple(w.shape)}; every layer must be (H, T, T)")
+        means.append(w.mean(dim=0) if w.dim() == 3 else w)  # (T, T): the head mean
     return rollout(means, residual).numpy().astype(np.float32)
 
 

@@ -46,7 +46,7 @@ def check_optimization(optimizer: Mapping[str, Any] | None, scheduler: Mapping[s
 
 MODULE_RULES: dict[str, Rule] = {  # ClassifierModule's own settings
     "label_smoothing": (lambda v: is_number(v) and 0 <= v < 1, FRACTION, 0.1),
-    "freeze_embedding_epochs": (lambda v: is_whole(v, 0), "a whole number >= 0 (0: never held fixed)", 1),
+    "freeze_embedding_epochs": (whole(0), "a whole number >= 0 (0: never held fixed)", 1),
     "word_dropout": (lambda v: is_number(v) and 0 <= v < 1, FRACTION, 0.1),
     "adversarial_eps": (lambda v: is_number(v) and v >= 0, "a number >= 0 (0: off)", 1.0),
 }
@@ -174,13 +174,13 @@ def check_joint(model: Mapping[str, Any], data: Mapping[str, Any]) -> None:
 
 
 RUN_RULES: dict[str, Rule] = {  # the run's own keys; `batch_size` is predict.py's
-    "seed": (lambda v: v is None or is_whole(v, 0), "a whole number >= 0 (or null: no seeding)", 42),
+    "seed": (whole(0, null=True), "a whole number >= 0 (or null: no seeding)", 42),
     "tags": (
         lambda v: v is None or (isinstance(v, list) and all(isinstance(t, str | int | float) for t in v)),
         "a list of words",
         "[baseline,heads8]",
     ),
-    "batch_size": (lambda v: is_whole(v, 1), "a whole number >= 1", 64),
+    "batch_size": (whole(1), "a whole number >= 1", 64),
 }
 TREE_RULE: Rule = (lambda v: v in ("changes", "full"), "changes (what this run changes) or full", "full")
 
@@ -236,10 +236,10 @@ CALLBACK_RULES: dict[str, dict[str, Rule]] = {
             f"one of {', '.join(known_methods())} (null: none)",
             "decompx",
         ),
-        "text_heads": (lambda v: is_whole(v, 0), "a whole number >= 0 (0: none)", 2),
-        "num_examples": (lambda v: is_whole(v, 1), "a whole number >= 1", 4),
-        "every_n_epochs": (lambda v: is_whole(v, 1), "a whole number >= 1", 2),
-        "max_tokens": (lambda v: is_whole(v, 2), "a whole number >= 2", 24),
+        "text_heads": (whole(0), "a whole number >= 0 (0: none)", 2),
+        "num_examples": (whole(1), "a whole number >= 1", 4),
+        "every_n_epochs": (whole(1), "a whole number >= 1", 2),
+        "max_tokens": (whole(2), "a whole number >= 2", 24),
         **dict.fromkeys(("mean", "rollout", "text", "html", "background"), FLAG),
     },
 }

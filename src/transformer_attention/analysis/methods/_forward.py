@@ -101,9 +101,9 @@ def activation(u: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor], rule
     """fn(u); with the secant rule, the slope fn(u) / u held (at u = 0, its limit, the slope of fn through 0)."""
     if not rules.secant:
         return fn(u)
-    zero = u == 0
-    tiny = torch.full_like(u, torch.finfo(u.dtype).eps ** 0.5)  # the limit at 0, as a secant through a small u
-    slope = torch.where(zero, fn(tiny) / tiny, fn(u) / torch.where(zero, tiny, u))
+    zero, tiny = u == 0, torch.finfo(u.dtype).eps ** 0.5
+    at_zero = fn(u.new_tensor(tiny)) / tiny  # the limit at 0, as a secant through a small u: one number
+    slope = torch.where(zero, at_zero, fn(u) / torch.where(zero, torch.ones_like(u), u))
     return slope.detach() * u
 
 
