@@ -6,6 +6,7 @@ one new file here and nothing else (docs/analysis.md shows one). Shapes: B a bat
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from collections.abc import Callable, Sequence
@@ -55,15 +56,16 @@ Explain = Callable[["TransformerClassifier", torch.Tensor, torch.Tensor, torch.T
 class Method:
     """An explanation: its `name` (config and JSON key), `label` (tables and pages), whether its scores are
     `signed` (towards the class explained, or against it) or only sizes, `explain(net, ids, mask, target,
-    options)` (ids, mask (B, T), target (B,) long -> Explanation, in eval mode, dropout off), and `passes(length,
+    options)` (ids, mask (B, T), target (B,) long -> Explanation, in eval mode, dropout off), `passes(length,
     classes, options)`: the model work of one row of `length` tokens, in forward and backward passes (by default,
-    each row forward once)."""
+    each row forward once), and `description`: one line for users, what a word's number means and its unit."""
 
     name: str
     label: str
     signed: bool
     explain: Explain
     passes: Callable[[int, int, Options], Passes] = lambda length, classes, options: Passes(forward=1)
+    description: str = ""
 
 
 METHODS: dict[str, Method] = {}
@@ -72,9 +74,39 @@ ORDER = (  # the tables' order; a method not named here comes after, in the orde
     "attnlrp", "grad_x_input", "integrated_gradients", "leave_one_out", "random",
 )  # fmt: skip
 
+# What a word's number means, and its unit, for a method registered without a description of its own.
+DESCRIPTIONS = {
+    "attention": "the last layer's attention weight (0 to 1) from the pooled row to each word, mean of the heads: "
+    "where the classifier looks, not which way it pushes",
+    "rollout": "each word's share (0 to 1) of the pooled row: attention rolled out through every layer, residual "
+    "path included",
+    "attention_norm": "the last layer's attention weight times the length of what each word's value moves (in the "
+    "hidden state's units), mean of the heads, from the pooled row",
+    "attention_norm_rollout": "each word's share (0 to 1) of the pooled row: attention x norm rolled out through "
+    "every layer",
+    "alti": "each word's share (0 to 1) of the pooled row: how much each token's part shapes every attention "
+    "block's output (L1 distance), rolled out through the layers",
+    "value_zeroing": "each word's share (0 to 1) of the pooled row: how far (1 - cosine) each layer's outputs move "
+    "when the word's values are zeroed, rolled out through the layers",
+    "decompx": "each word's signed share of the explained class's logit (in logits), propagated exactly through "
+    "every layer; biases and positions kept apart",
+    "attnlrp": "each word's signed relevance for the explained class's logit (in logits), by AttnLRP's rules in "
+    "one backward pass",
+    "grad_x_input": "each word's embedding times the logit's gradient: a first-order, signed estimate of its "
+    "effect on the explained class's logit (in logits)",
+    "integrated_gradients": "each word's signed share of how far the explained class's logit is from a text of "
+    "[PAD] words (in logits); the shares sum to that distance",
+    "leave_one_out": "how much the explained class's probability (0 to 1) drops when that one word is removed; "
+    "negative: it rises",
+    "random": "a random ranking (0 to 1): the floor any method should beat",
+}
+
 
 def register(method: Method) -> Method:
-    """Add `method` to the registry (a second method of the same name replaces the first); returns it."""
+    """Add `method` to the registry (a second method of the same name replaces the first; one without a
+    description takes its name's from DESCRIPTIONS); returns it as registered."""
+    if not method.description and method.name in DESCRIPTIONS:
+        method = dataclasses.replace(method, description=DESCRIPTIONS[method.name])
     METHODS[method.name] = method
     return method
 
@@ -99,6 +131,11 @@ def names() -> tuple[str, ...]:
 def labels() -> dict[str, str]:
     """Each method's label by name: how tables and pages name it."""
     return {name: m.label for name, m in methods().items()}
+
+
+def descriptions() -> dict[str, str]:
+    """Each method's one-line description by name: what a word's number means, and its unit."""
+    return {name: m.description for name, m in methods().items()}
 
 
 def signed() -> dict[str, bool]:
