@@ -29,6 +29,7 @@ from ...module import evaluating
 from ..passes import Passes
 from . import Explanation, Method, Options, register
 from ._forward import Rules, run
+from ._inputs import checked
 
 DECOMPX = Rules(freeze_attention=True, freeze_norms=True, secant=True)
 
@@ -59,8 +60,9 @@ def decompx(
     net: TransformerClassifier, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
 ) -> Decomposition:
     """`net` (a TransformerClassifier) on input_ids (B, T), attention_mask (B, T) bool (None: from its pad id),
-    decomposed by DecompX in float64, dropout off (eval mode for the pass, each submodule's mode restored)."""
-    mask = input_ids != net.pad_id if attention_mask is None else attention_mask.bool()
+    decomposed by DecompX in float64, dropout off (eval mode for the pass, each submodule's mode restored). A row
+    that sees no key is the model's too: its attention is zero, its parts still sum to its logits."""
+    mask = checked(net, input_ids, attention_mask)
     with evaluating(net), torch.enable_grad():
         trace = run(net, input_ids, mask, DECOMPX)
         per_class = []
@@ -83,13 +85,13 @@ def decompx(
 
 def word_shares(found: Decomposition) -> torch.Tensor:
     """(B, T, C): each word's own contribution plus an equal share of every n-gram it is part of (the n-gram
-    ending at t is made of the words at t - n + 1 .. t, those before position 0 being stand-ins)."""
+    ending at t is made of the words at t - n + 1 .. t, those before position 0 being stand-ins), whatever T."""
     out = found.tokens.clone()
     T = out.shape[1]
     for n, part in enumerate(found.ngrams_by_n, start=2):  # (B, T, C): the n-grams ending at each position
         count = torch.clamp(torch.arange(T, device=out.device) + 1, max=n).to(out.dtype)  # (T,) real words in each
         share = part / count[None, :, None]
-        for back in range(n):  # the word `back` places before the n-gram's end
+        for back in range(min(n, T)):  # the word `back` places before the n-gram's end (none before position 0)
             out[:, : T - back] += share[:, back:]
     return out
 
