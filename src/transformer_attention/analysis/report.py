@@ -10,6 +10,12 @@ from typing import Any
 from .removal import REMOVAL_PHRASES
 
 CURVE = tuple(range(0, 101, 10))  # the deletion curve: % of a text's words removed
+PLAUSIBILITY = {  # plausibility.py's measures the tables show (average precision: the JSON only), by header
+    "auprc": "AUPRC",
+    "token_f1": "token F1",
+    "eraser_comprehensiveness": "ERASER compr.",
+    "eraser_sufficiency": "ERASER suff.",
+}
 
 
 @dataclass
@@ -25,7 +31,7 @@ class Faithfulness:
     sem: dict[str, dict[str, float]] = field(default_factory=dict)
     curves: dict[str, list[float]] = field(default_factory=dict)  # method -> mean drop at each CURVE point
     examples: list[dict[str, Any]] = field(default_factory=list)
-    plausible: int = 0  # texts whose deciding words are known (the toy set), scored for plausibility
+    plausible: int = 0  # texts whose deciding words are known (toy set, rationales), scored for plausibility
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,7 +53,7 @@ class Faithfulness:
         """The summary as a markdown table: one row per method, best AOPC first; agreement as mean +- standard error,
         "= (identical)" when the rankings are the same on every text."""
         extra = {"naopc": "nAOPC", "tau_leave_one_out": "tau LOO", "tau_integrated_gradients": "tau IG",
-                 "auprc": "AUPRC", "precision_at_k": "P@k"}  # fmt: skip
+                 **PLAUSIBILITY}  # fmt: skip
         shown = [m for m in extra if self._measured(m)]  # nAOPC, when its bounds were searched
         head = ["method", *(f"compr. {k:g}%" for k in self.k), "compr.", *(f"suff. {k:g}%" for k in self.k), "suff."]
         head += ["AOPC", *(extra[m] for m in shown), "s / text"]
@@ -63,11 +69,12 @@ class Faithfulness:
 
     def summary(self) -> list[str]:
         """A few aligned lines for the console: comprehensiveness, sufficiency, AOPC, nAOPC and plausibility (AUPRC,
-        P@k) per method, the last three where measured."""
+        token F1, ERASER's comprehensiveness and sufficiency per word) per method, the last ones where measured."""
         ks, measures = ", ".join(f"{k:g}" for k in self.k), ["comprehensiveness", "sufficiency", "aopc"]
-        measures += [m for m in ("naopc", "auprc", "precision_at_k") if self._measured(m)]
+        measures += [m for m in ("naopc", *PLAUSIBILITY) if self._measured(m)]
         short = {"comprehensiveness": "compr.", "sufficiency": "suff.", "aopc": "AOPC", "naopc": "nAOPC"}
-        short |= {"auprc": "AUPRC", "precision_at_k": "P@k"}
+        short |= {"auprc": "AUPRC", "token_f1": "tok F1", "eraser_comprehensiveness": "E.compr"}
+        short |= {"eraser_sufficiency": "E.suff"}
         names = "".join(f"{short[m]:>8}" for m in measures)
         lines = [f"{'method':<24}{names}{'s/text':>9}   (compr., suff.: mean over k = {ks}%)"]
         for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
