@@ -5,21 +5,16 @@ from __future__ import annotations
 
 import io
 import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY, entry_env, run_entry
+from conftest import TINY, run_entry
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
+from tensorboard_server import fetch, tensorboard
 
 pytestmark = pytest.mark.slow
 
@@ -111,13 +106,14 @@ def test_event_files_hold_maps_scalars_and_hparams(sweep, job):
     assert len(cm) == 1
     assert_not_blank(decode_png(cm[0].encoded_image_string))
 
-    # hparams: an experiment whose columns are the settings that shape the result (what the sweep varies
-    # first, marked as differing) and the metrics, the optimised one and test/acc first; a session named by
-    # what the job tried (the Trial ID column shows about 15 characters)
+    # hparams: one experiment for the task's runs (outputs/train/hparams), whose columns are the settings that
+    # shape the result (what the sweep varies first, marked as differing) and the metrics, test/acc and the
+    # optimised one first; a session named by what the job tried (the Trial ID column shows about 15 characters)
     content = acc.PluginTagToContent("hparams")
-    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    assert "_hparams_/experiment" not in content
+    experiment, _ = hparams_of(jobs[job])
     metrics = [(m.name.tag, m.display_name) for m in experiment.metric_infos]
-    assert metrics[:2] == [("val/acc_best", "val/acc_best"), ("~test/acc", "test/acc")]
+    assert metrics[:2] == [("~test/acc", "test/acc"), ("val/acc_best", "val/acc_best")]
     assert not [name for _, name in metrics if name == "epoch" or "lr" in name]
     assert [h.name for h in experiment.hparam_infos if h.differs] == ["model.num_heads"]
     session = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
@@ -147,9 +143,12 @@ def single(tmp_path_factory) -> Path:
 
 
 def hparams_of(run: Path) -> tuple[plugin_data_pb2.Experiment, dict]:
-    """The run's HPARAMS experiment (its columns) and its session's values, as TensorBoard reads them."""
+    """HPARAMS' experiment over the run's task (its columns, in `outputs/train/hparams`) and the run's session's
+    values, as TensorBoard reads them."""
+    root = next(p for p in run.parents if p.name == "train")
+    shared = read_events(root / "hparams").PluginTagToContent("hparams")
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(shared["_hparams_/experiment"]).experiment
     content = read_events(run).PluginTagToContent("hparams")
-    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
     session = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
     return experiment, dict(session.session_start_info.hparams)
 
@@ -171,55 +170,23 @@ def test_hparams_check_what_differs_and_every_run_has_every_column(sweep, single
         assert set(checked) == differing and names[: len(checked)] == checked  # checked, and first
         assert set(values) == set(names)  # a value for every column
         assert values["data.path"].string_value == "none"  # unset: a value all the same
-        assert [m.display_name for m in experiment.metric_infos][:2] == ["val/acc_best", "test/acc"]
+        assert [m.display_name for m in experiment.metric_infos][:2] == ["test/acc", "val/acc_best"]
         columns.append(sorted(names))
     assert columns[0] == columns[1] == columns[2]  # the sweep's jobs and the single run: the same columns
 
 
 # ---- (b) a real tensorboard server ----------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def fetch(url: str, body: dict | None = None, timeout: float = 10) -> bytes:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return response.read()
-
-
 @pytest.fixture(scope="module")
 def server(sweep, tmp_path_factory):
     """`tensorboard --logdir outputs` on a free loopback port; yields its base URL, then stops it."""
     log_dir, jobs = sweep
-    port = free_port()
-    log = (tmp_path_factory.mktemp("server") / "tensorboard.log").open("w")
-    cmd = [sys.executable, "-m", "tensorboard.main", f"--logdir={log_dir}", "--host=127.0.0.1", f"--port={port}"]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=entry_env())
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90  # start-up, then the logs are read in the background
-        while True:
-            assert proc.poll() is None, f"tensorboard exited with {proc.returncode}: {Path(log.name).read_text()}"
-            try:
-                tags = json.loads(fetch(f"{base}/data/plugin/images/tags", timeout=5))
-                if len(tags) == len(jobs) and all("~attention/example_0/layer_0" in t for t in tags.values()):
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            assert time.monotonic() < deadline, f"no images served within 90 s: {Path(log.name).read_text()}"
-            time.sleep(0.5)
+
+    def ready(base: str) -> bool:
+        tags = json.loads(fetch(f"{base}/data/plugin/images/tags", timeout=5))
+        return len(tags) == len(jobs) and all("~attention/example_0/layer_0" in t for t in tags.values())
+
+    with tensorboard(log_dir, tmp_path_factory.mktemp("server") / "tensorboard.log", ready) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-        log.close()
 
 
 def test_server_serves_the_attention_images(sweep, server):
@@ -245,7 +212,7 @@ def test_server_hparams_list_every_run_with_its_metrics(sweep, server):
     log_dir, _ = sweep
     experiment = json.loads(fetch(f"{server}/data/plugin/hparams/experiment", {"experimentName": ""}))
     shown = [m.get("displayName") or m["name"]["tag"] for m in experiment["metricInfos"]]
-    assert shown[:2] == ["val/acc_best", "test/acc"] and "epoch" not in shown
+    assert shown[:2] == ["test/acc", "val/acc_best"] and "epoch" not in shown
     # the swept key is the first column, marked as differing; the constant settings follow
     first = experiment["hparamInfos"][0]
     assert first["name"] == "model.num_heads" and first.get("differs") is True

@@ -18,10 +18,9 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard.summary import hparams
 
 from ..plotting.tags import tensorboard_tag
+from .columns import MISSING, experiment_summary, record_columns
 from .defaults import given_no_overrides
 from .settings import default_config
-
-MISSING = "none"  # a setting a run lacks or leaves unset: parallel coordinates drops a run without a value
 
 
 def flatten_config(config: Mapping, prefix: str = "") -> dict[str, int | float | str]:
@@ -86,7 +85,7 @@ def default_settings(keys: Sequence[str]) -> dict[str, Any] | None:
     return out
 
 
-# what HPARAMS' metric columns lead with, after the run's own optimised metric (no epoch, no learning rate)
+# HPARAMS' metric columns: test/acc first, then the run's own optimised metric, then these (no epoch, no lr)
 # (few, so that they fit beside the checked settings at 1600 px; every metric is in TIME SERIES and metrics.csv)
 CLASSIFIER_METRICS = ("test/acc", "test/f1", "val/acc", "val/loss")
 
@@ -98,34 +97,36 @@ def log_hyperparameters(
     overrides: Sequence[str] = (),
     metrics: Sequence[str] = (),
     trial_id: str | None = None,
+    shared: tuple[Path, Path] | None = None,
 ) -> None:
-    """The resolved config to every logger; to TensorBoard, HPARAMS' experiment (the `result_hparams` columns, the
-    differing ones first and checked, then `metrics`) and this run's session, named `trial_id`, in the logger's own
-    event file (a live `tensorboard` follows only a run's newest)."""
-    metrics = list(dict.fromkeys(metrics))  # the optimised metric may be one of the others
+    """The resolved config to every logger; to TensorBoard, this run's HPARAMS session, named `trial_id`, in the
+    logger's own event file (a live `tensorboard` follows only a run's newest) and, given `metrics`, HPARAMS'
+    experiment: its columns (`result_hparams`, then `metrics`), those that differ checked. TensorBoard reads one
+    experiment for every run it shows, so with `shared` (the run's folder, the folder all its task's runs lie
+    under) it is written once, in `<root>/hparams`, over every run recorded there (`columns.py`)."""
+    # test/acc leads (the optimised metric may be one of the others): beside the Trial ID and five checked
+    # settings, HPARAMS' table shows its eighth column whole at 1600 px, not the ninth
+    metrics = sorted(dict.fromkeys(metrics), key=lambda m: m != CLASSIFIER_METRICS[0])
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     settings = result_hparams(config, overrides, varied_keys(overrides) if multirun else ())
     differ = differing_keys(settings, overrides)
-    settings = {**{k: settings[k] for k in differ}, **settings}  # the differing columns first
-    experiment, session_start, session_end = hparams(settings, dict.fromkeys(map(tensorboard_tag, metrics), 0.0))
-    stored = experiment.value[0].metadata.plugin_data
-    data = HParamsPluginData.FromString(stored.content)
-    for info in data.experiment.hparam_infos:
-        info.differs = info.name in differ
-    for info, name in zip(data.experiment.metric_infos, metrics, strict=True):
-        info.display_name = name  # `test/acc`, written `~test/acc` in TensorBoard (plotting/tags.py)
-    stored.content = data.SerializeToString()
+    _, session_start, session_end = hparams(settings, {})
     if trial_id:
         stored = session_start.value[0].metadata.plugin_data
         data = HParamsPluginData.FromString(stored.content)
         data.session_start_info.group_name = trial_id
         stored.content = data.SerializeToString()
+    experiment, tensorboard = None, any(isinstance(lg, TensorBoardLogger) for lg in loggers)
+    if metrics and tensorboard and shared is None:  # no root to share: this run's columns, what it changes checked
+        experiment = experiment_summary(settings, differ, metrics)
+    elif metrics and tensorboard and shared is not None:
+        record_columns(*shared, settings, differ, metrics)
     for lg in loggers:
         lg.log_hyperparams(dict(config))
         if isinstance(lg, TensorBoardLogger):
-            summaries = (experiment, session_start, session_end) if metrics else (session_start, session_end)
-            for summary in summaries:
-                lg.experiment.file_writer.add_summary(summary)
+            for summary in (experiment, session_start, session_end):
+                if summary is not None:
+                    lg.experiment.file_writer.add_summary(summary)
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,11 @@ class RunRecord:
 def log_run(loggers: Sequence[Logger], record: RunRecord, metrics: Sequence[str | None] = ()) -> None:
     """`log_hyperparameters` for a Hydra run, and its `tags` and `notes` as a TensorBoard text."""
     trial, shown = trial_id(record.output_dir, record.overrides), [m for m in metrics if m]
-    log_hyperparameters(loggers, record.config, overrides=record.overrides, metrics=shown, trial_id=trial)
+    paths, task = record.config.get("paths") or {}, record.config.get("task_name")
+    root = Path(str(paths.get("log_dir", ""))) / str(task) if task and paths.get("log_dir") else None
+    run = Path(record.output_dir)
+    shared = (run, root) if root is not None and run.resolve().is_relative_to(root.resolve()) else None
+    log_hyperparameters(loggers, record.config, record.overrides, metrics=shown, trial_id=trial, shared=shared)
     text = ", ".join(map(str, record.tags)) + (f"\n\n{record.notes}" if record.notes else "")
     for lg in loggers if text else []:
         if isinstance(lg, TensorBoardLogger):
