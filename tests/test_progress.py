@@ -84,3 +84,29 @@ def test_line_progress_says_what_a_test_reads_and_where_long_steps_are(tmp_path,
     assert [s.split(",")[0] for s in said[start + 1 : start + 1 + test]] == [
         f"test: {i} of {test} batches" for i in range(1, test + 1)
     ]
+
+
+def test_a_limited_test_says_how_many_texts_it_tests(tmp_path, caplog):
+    """`trainer.limit_test_batches=2` tests the first two batches: the line counts the texts in them (counted
+    as the batches go by), not the split's."""
+    L.seed_everything(0)
+    data = ReviewDataModule(name="toy", toy_size=300, max_length=16, batch_size=32, vocab_size=100, min_frequency=1)
+    data.setup("fit")
+    data.eval_batch_size = 8
+    module = ClassifierModule(vocab_size=data.vocab_size, num_classes=2, d_model=16, num_heads=2, num_layers=1)
+    seen: list[int] = []
+
+    class Count(L.Callback):
+        def on_test_batch_end(self, trainer, pl_module, outputs, batch, *args) -> None:
+            seen.append(len(batch["labels"]))
+
+    bars = [LineProgress(every_s=1e9), Count()]
+    trainer = L.Trainer(
+        default_root_dir=tmp_path, accelerator="cpu", logger=False, limit_test_batches=2, callbacks=bars
+    )
+    with caplog.at_level(logging.INFO, logger="transformer_attention.callbacks.console"):
+        trainer.test(module, datamodule=data)
+    texts = len(data.test_dataloader().dataset)
+    said = [r.getMessage() for r in caplog.records]
+    assert texts > sum(seen) == 16
+    assert f"testing {sum(seen)} of {texts} texts, 2 batches (trainer.limit_test_batches)" in said

@@ -112,10 +112,17 @@ class LineProgress(ProgressBar):
         self._restart()
         loaders = trainer.test_dataloaders  # one alone, a list of several, or None
         loaders = [] if loaders is None else loaders if isinstance(loaders, list | tuple) else [loaders]
+        counts = [int(n) for n in trainer.num_test_batches]
         texts = sum(len(getattr(loader, "dataset", ())) for loader in loaders)
-        batches = sum(int(n) for n in trainer.num_test_batches)
+        tested = sum(texts_in(loader, n) for loader, n in zip(loaders, counts, strict=False))
         if self._enabled and texts:
-            log.info("testing %s texts in %s", f"{texts:,}", plural(batches, "batch"))
+            batches = plural(sum(counts), "batch")
+            if tested < texts:  # trainer.limit_test_batches: the first batches only
+                log.info(
+                    "testing %s of %s texts, %s (trainer.limit_test_batches)", f"{tested:,}", f"{texts:,}", batches
+                )
+            else:
+                log.info("testing %s texts in %s", f"{texts:,}", batches)
 
     def on_test_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         self._tick("test", int(args[2]) + 1, of_loader(trainer.num_test_batches, args))
@@ -157,6 +164,13 @@ def of_loader(batches: list[int | float] | int | float, args: tuple[Any, ...]) -
     """The batches of the dataloader that an evaluation batch hook's `args` came from."""
     index = int(args[3]) if len(args) > 3 else 0
     return batches[index] if isinstance(batches, list) else batches
+
+
+def texts_in(loader: Any, batches: int) -> int:
+    """How many texts of `loader` its first `batches` batches hold (a limit_*_batches cuts the loader)."""
+    size = len(getattr(loader, "dataset", ()))
+    batch_size = loader.batch_size or getattr(loader.batch_sampler, "batch_size", None)
+    return size if batch_size is None else min(size, batches * batch_size)
 
 
 def plural(count: int, noun: str) -> str:
