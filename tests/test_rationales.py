@@ -14,7 +14,7 @@ from test_data import hf_cache, module, reviews, write  # noqa: F401 - hf_cache:
 from test_refusals import refused
 
 from transformer_attention.analysis.plan import plan
-from transformer_attention.analysis.plausibility import token_rationale
+from transformer_attention.analysis.plausibility import word_rationale
 from transformer_attention.analysis.run import run_analyses
 from transformer_attention.data.rationales import rationale_flags
 from transformer_attention.data.tokenizer import train_tokenizer
@@ -31,10 +31,17 @@ def test_a_rationale_is_a_list_of_words_or_one_flag_per_whitespace_word():
     assert rationale_flags(["good"], "good, good at all", "f") == [True, True, False, False]  # a word: every one
     assert rationale_flags([0, 1, 0, 1], text, "f") == [False, True, False, True]
     assert rationale_flags(np.array([1, 0, 0, 0]), text, "f") == [True, False, False, False]  # parquet's lists
+    assert rationale_flags([0.0, 1.0, 0.0, 1.0], text, "f") == [False, True, False, True]  # parquet's float lists
+    assert rationale_flags([], text, "f") == [False] * 4  # nothing marked: left out of the scores, not refused
     for bad, says in [
         ([0, 1], "has 2 flags for 4 whitespace words"),
+        ([0, 2, 1, 0], "rationale flag 2 at word 1 is not 0 or 1"),
+        (np.array([0.0, 0.5, 1.0, 0.0]), "rationale flag 0.5 at word 1 is not 0 or 1"),
+        ([0, None, 1, 0], "rationale has no value at position 1 of 4"),
+        ([0, float("nan"), 1, 0], "rationale has no value at position 1 of 4"),
         (["great"], "rationale words ['great'] are not words of the text"),
         ([1, "x"], "mixes words and other values"),
+        ([1, "x", *[0] * 800], "rationale [1, 'x', 0, 0, 0, 0, 0, 0, ...] mixes words"),  # a long list, cut
         (3, "rationale 3 is not a list"),
     ]:
         with pytest.raises(DataError, match="give a list of the deciding words") as e:
@@ -42,13 +49,15 @@ def test_a_rationale_is_a_list_of_words_or_one_flag_per_whitespace_word():
         assert str(e.value).startswith("file a.csv row 2: ") and says in str(e.value) and "\n" not in str(e.value)
 
 
-def test_tokens_take_the_flag_of_the_whitespace_word_they_start_in_and_punctuation_none():
+def test_tokens_belong_to_the_whitespace_word_they_start_in():
     text = "not good!, at all"
     tok = train_tokenizer([text], vocab_size=200, min_frequency=1)
     n = len(tok.encode(text).ids)  # [CLS] not good ! , at all
-    assert token_rationale(text, [0, 1, 0, 0], tok, n).tolist() == [False, False, True, False, False, False, False]
-    assert token_rationale(text, [0, 1], tok, n) is None  # flags for other words than the text's
-    assert token_rationale(text, None, tok, n) is None  # no rationale for this text
+    found = word_rationale(text, [0, 1, 0, 0], tok, n)
+    assert found.flags.tolist() == [False, True, False, False]  # one flag per whitespace word, as given
+    assert [w.tokens for w in found.words] == [[0], [1], [2, 3, 4], [5], [6]]  # "good!," is three tokens
+    assert word_rationale(text, [0, 1], tok, n) is None  # flags for other words than the text's
+    assert word_rationale(text, None, tok, n) is None  # no rationale for this text
 
 
 def with_rationales(frames: dict, as_words: bool) -> dict:
@@ -120,9 +129,8 @@ def test_the_files_rationales_score_exactly_as_the_toy_sets_deciding_words(tmp_p
     file, toy = found["file"].faithfulness, found["toy"].faithfulness
     assert file.plausible == toy.plausible > 20  # texts with some deciding words and some not
     for method, scores in toy.scores.items():
-        assert {m: file.scores[method][m] for m in ("auprc", "precision_at_k")} == {
-            m: scores[m] for m in ("auprc", "precision_at_k")
-        }, method
+        measures = ("auprc", "average_precision", "token_f1")
+        assert {m: file.scores[method][m] for m in measures} == {m: scores[m] for m in measures}, method
 
 
 def test_evaluate_scores_plausibility_against_the_files_rationales(tmp_path: Path):
@@ -130,11 +138,11 @@ def test_evaluate_scores_plausibility_against_the_files_rationales(tmp_path: Pat
     data = write(tmp_path / "data", with_rationales(reviews(n_test=30), as_words=True), "csv")
     args = [f"ckpt_path={ckpt}", "data=local", f"data.path={data}", "analyses=[faithfulness]", "analysis.samples=30"]
     proc = run_entry("evaluate.py", *args, "data.rationale_column=rationale", f"paths.log_dir={tmp_path / 'out'}")
-    assert "AUPRC" in proc.stdout and "P@k" in proc.stdout, proc.stdout
+    assert "AUPRC" in proc.stdout and "tok F1" in proc.stdout, proc.stdout
     (run,) = (tmp_path / "out" / "evaluate" / "runs").iterdir()
     saved = json.loads((run / "analysis" / "faithfulness.json").read_text())
     assert saved["plausibility_texts"] > 20
-    assert all(0 <= s["auprc"] <= 1 and 0 <= s["precision_at_k"] <= 1 for s in saved["scores"].values())
+    assert all(0 <= s["auprc"] <= 1 and 0 <= s["token_f1"] <= 1 for s in saved["scores"].values())
     frames = with_rationales(reviews(), as_words=True)
     frames["test"].loc[0, "rationale"] = "[0, 1]"
     bad = write(tmp_path / "bad", frames, "csv")

@@ -6,6 +6,8 @@ plain string is split on spaces)."""
 from __future__ import annotations
 
 import json
+import math
+import reprlib
 import string
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,6 +24,18 @@ def _word(w: str) -> str:
     return w.strip(string.punctuation).lower()
 
 
+def _missing(v: Any) -> bool:
+    """A missing value: None, or NaN (how pandas reads an empty cell)."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _shown(value: Any) -> str:
+    """`value` for an error line: its repr, cut to 80 characters (a review's flags are hundreds)."""
+    shown = reprlib.Repr()
+    shown.maxlist, shown.maxstring = 8, 60
+    return shown.repr(value)
+
+
 def rationale_flags(value: Any, text: str, where: str) -> list[bool]:
     """One bool per whitespace word of `text`; a DataError naming `where` (source, split, row) and the fix when
     `value` is neither form or does not fit the text."""
@@ -34,15 +48,19 @@ def rationale_flags(value: Any, text: str, where: str) -> list[bool]:
         value = value.tolist()
     words = text.split()
     if not isinstance(value, Sequence) or isinstance(value, str):
-        raise DataError(f"{where}: rationale {value!r} is not a list; {FIX}")
-    if value and all(isinstance(v, bool) or (isinstance(v, int) and v in (0, 1)) for v in value):
+        raise DataError(f"{where}: rationale {_shown(value)} is not a list; {FIX}")
+    if gap := [i for i, v in enumerate(value) if _missing(v)]:
+        raise DataError(f"{where}: rationale has no value at position {gap[0]} of {len(value)}; {FIX}")
+    if value and all(isinstance(v, bool | int | float) for v in value):  # flags: 0/1, true/false, 0.0/1.0
         if len(value) != len(words):
             raise DataError(
                 f"{where}: rationale has {len(value)} flags for {len(words)} whitespace words of the text; {FIX}"
             )
+        if bad := [(i, v) for i, v in enumerate(value) if v not in (0, 1)]:
+            raise DataError(f"{where}: rationale flag {bad[0][1]!r} at word {bad[0][0]} is not 0 or 1; {FIX}")
         return [bool(v) for v in value]
     if not all(isinstance(v, str) for v in value):
-        raise DataError(f"{where}: rationale {value!r} mixes words and other values; {FIX}")
+        raise DataError(f"{where}: rationale {_shown(value)} mixes words and other values; {FIX}")
     present, flags, missing = [_word(w) for w in words], [False] * len(words), []
     for item in value:  # a word marks each of its occurrences; a phrase, each run of its words
         phrase = [_word(w) for w in item.split() if _word(w)]
@@ -51,14 +69,16 @@ def rationale_flags(value: Any, text: str, where: str) -> list[bool]:
         for i in starts:
             flags[i : i + len(phrase)] = [True] * len(phrase)
     if missing:
-        raise DataError(f"{where}: rationale words {missing} are not words of the text {text[:60]!r}; {FIX}")
+        unknown = _shown(missing)
+        raise DataError(f"{where}: rationale words {unknown} are not words of the text {text[:60]!r}; {FIX}")
     return flags
 
 
 def checked_rationales(values: Sequence[Any], texts: Sequence[str], where: str) -> list[list[bool] | None]:
-    """`rationale_flags` of each row (None for a missing value or a missing text), rows named from 0."""
+    """`rationale_flags` of each row (None for a missing value, None or NaN, or a missing text), rows named
+    from 0."""
     return [
-        None if v is None or not isinstance(t, str) else rationale_flags(v, t, f"{where} row {i}")
+        None if _missing(v) or not isinstance(t, str) else rationale_flags(v, t, f"{where} row {i}")
         for i, (v, t) in enumerate(zip(values, texts, strict=True))
     ]
 
