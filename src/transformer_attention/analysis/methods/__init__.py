@@ -71,7 +71,7 @@ class Method:
 METHODS: dict[str, Method] = {}
 ORDER = (  # the tables' order; a method not named here comes after, in the order it was registered
     "attention", "rollout", "attention_norm", "attention_norm_rollout", "alti", "value_zeroing", "decompx",
-    "attnlrp", "grad_x_input", "integrated_gradients", "leave_one_out", "random",
+    "decompx_paper", "attnlrp", "grad_x_input", "integrated_gradients", "leave_one_out", "random",
 )  # fmt: skip
 
 # What a word's number means, and its unit, for a method registered without a description of its own.
@@ -90,6 +90,8 @@ DESCRIPTIONS = {
     "when the word's values are zeroed, rolled out through the layers",
     "decompx": "each word's signed share of the explained class's logit (in logits), propagated exactly through "
     "every layer; biases and positions kept apart",
+    "decompx_paper": "each word's signed share of the explained class's logit (in logits), as the DecompX paper "
+    "defines it: every bias shared among the words (AbsDot), positions counted with their words",
     "attnlrp": "each word's signed relevance for the explained class's logit (in logits), by AttnLRP's rules in "
     "one backward pass",
     "grad_x_input": "each word's embedding times the logit's gradient: a first-order, signed estimate of its "

@@ -101,10 +101,14 @@ def activation(u: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor], rule
     """fn(u); with the secant rule, the slope fn(u) / u held (at u = 0, its limit, the slope of fn through 0)."""
     if not rules.secant:
         return fn(u)
+    return secant_slope(u, fn).detach() * u
+
+
+def secant_slope(u: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """fn(u) / u elementwise (at u = 0, its limit: the slope of fn through 0, as a secant through a small u)."""
     zero, tiny = u == 0, torch.finfo(u.dtype).eps ** 0.5
-    at_zero = fn(u.new_tensor(tiny)) / tiny  # the limit at 0, as a secant through a small u: one number
-    slope = torch.where(zero, at_zero, fn(u) / torch.where(zero, torch.ones_like(u), u))
-    return slope.detach() * u
+    at_zero = fn(u.new_tensor(tiny)) / tiny  # one number
+    return torch.where(zero, at_zero, fn(u) / torch.where(zero, torch.ones_like(u), u))
 
 
 def attention_block(
