@@ -185,7 +185,7 @@ def test_maps_logged_every_n_and_at_fit_end(fitted):
 
 
 def test_maps_cost_little(fitted):
-    assert len(fitted.calls) == 2  # one forward per logging, nothing else asked for weights
+    assert len(fitted.calls) == 3  # one forward per logging, one for the pages' weight x norm maps at the end
     for batch, modes, grad, sanity in fitted.calls:
         assert batch == 4  # only the chosen examples (3 + 1 text), not the validation set
         assert modes == {False} and not grad and not sanity  # eval mode everywhere, no autograd graph

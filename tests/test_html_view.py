@@ -26,7 +26,7 @@ from conftest import ROOT, SHARED_DATA, entry_env
 from omegaconf import OmegaConf
 from test_checkpoint import save_like_lightning, tiny_module
 
-from transformer_attention.analysis.methods import labels
+from transformer_attention.analysis.methods import descriptions, labels
 from transformer_attention.analysis.methods import names as method_names
 from transformer_attention.analysis.run import explain_rows
 from transformer_attention.data import load_tokenizer
@@ -466,7 +466,8 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
     }  # the first method ranks the words as leave-one-out does
     page = save_attention_html(
         tmp_path / "view.html", tokens, attentions, attributions=attributions, faithfulness=scores,
-        faithfulness_note="words replaced by [MASK]", method_labels=labels(),
+        faithfulness_note="words replaced by [MASK]", method_labels=labels(), text_method="integrated_gradients",
+        method_notes=descriptions(),
     )  # fmt: skip
     browser.open(page.as_uri())
     assert browser.js("document.getElementById('mode-words').hidden") is False
@@ -485,13 +486,12 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
     def rgba(colour: str) -> list[float]:
         return [float(v) for v in colour[colour.index("(") + 1 : -1].split(",")] + ([1.0] if colour[3] != "a" else [])
 
-    shown = browser.js(words)  # Integrated Gradients first: it is there
-    assert [w[0] for w in shown] == tokens and {w[1] for w in shown} == {"integrated_gradients"}
-    assert [w[2] for w in shown] == attributions["integrated_gradients"]
+    shown = browser.js(words)  # the method the text tab opens on; [CLS] is no word of the review
+    assert [w[0] for w in shown] == tokens[1:] and {w[1] for w in shown} == {"integrated_gradients"}
+    assert [w[2] for w in shown] == attributions["integrated_gradients"][1:]
     colours = [rgba(w[3]) for w in shown]
-    assert colours[2][:3] == [255, 127, 14] and colours[2][3] == pytest.approx(1.0)  # the strongest: against, full
-    assert colours[1][:3] == [31, 119, 180] and colours[1][3] == pytest.approx(0.5, abs=1e-3)  # 1.5 / 3, towards
-    assert colours[0][3] == 0  # [CLS] is never coloured
+    assert colours[1][:3] == [255, 127, 14] and colours[1][3] == pytest.approx(1.0)  # the strongest: against, full
+    assert colours[0][:3] == [31, 119, 180] and colours[0][3] == pytest.approx(0.5, abs=1e-3)  # 1.5 / 3, towards
     rows = (
         "Array.from(document.querySelectorAll('#faithfulness tr[data-method]'), r => [r.dataset.method, r.className])"
     )
@@ -505,17 +505,21 @@ def test_the_word_attributions_view_colours_each_word_by_the_method_picked(brows
 
     browser.click("#method-leave_one_out")
     shown = browser.js(words)
-    assert {w[1] for w in shown} == {"leave_one_out"} and [w[2] for w in shown] == attributions["leave_one_out"]
-    assert rgba(shown[2][3])[3] == pytest.approx(1.0) and rgba(shown[1][3])[3] == pytest.approx(0.04, abs=1e-3)
-    browser.move_to("#words span.word[data-index='2']")
+    assert {w[1] for w in shown} == {"leave_one_out"} and [w[2] for w in shown] == attributions["leave_one_out"][1:]
+    assert rgba(shown[1][3])[3] == pytest.approx(1.0) and rgba(shown[0][3])[3] == pytest.approx(0.04, abs=1e-3)
+    browser.move_to("#words span.word[data-index='2']")  # a signed value, whom it counts for, its size
     assert (
         browser.js("document.getElementById('word-readout').textContent")
-        == "leave-one-out: \u201c<b>bad</b>\u201d 0.500"
+        == "leave-one-out: \u201c<b>bad</b>\u201d +0.500, towards the class explained "
+        "(100% of this text\u2019s largest)"
     )
+    assert browser.js("document.getElementById('method-note').textContent") == (
+        f"leave-one-out: {descriptions()['leave_one_out']}."
+    )  # the registry's line of the method picked
 
     browser.js("location.hash = 'view=words&method=attention'")  # the hash picks the view and the method
     browser.wait_for("document.querySelector('#words span.word').dataset.method === 'attention'")
-    assert [w[2] for w in browser.js(words)] == attributions["attention"]
+    assert [w[2] for w in browser.js(words)] == attributions["attention"][1:]
 
     over = {  # each method's tau over 3 texts (agreement_over_texts): columns beside this text's
         "attention": {"tau_leave_one_out": {"mean": 1.0, "sem": 0.0, "texts": 3, "identical": True}},
@@ -575,8 +579,15 @@ def test_the_text_tab_shades_each_word_by_the_mean_of_its_pieces(pooling: str):
 
 def test_the_page_carries_the_names_it_shares_with_python_and_refuses_bad_ones():
     weights = [torch.rand(2, 7, 7).softmax(-1)]
-    names = inlined_data(attention_html(PIECES, weights, scale="row", method_labels=labels()))["names"]
-    assert names == {"scales": SCALES, "scale": "row", "methods": labels(), "file": "attention"}
+    page = attention_html(PIECES, weights, scale="row", method_labels=labels(), method_notes=descriptions())
+    names = inlined_data(page)["names"]
+    assert names == {
+        "scales": SCALES,
+        "scale": "row",
+        "methods": labels(),
+        "notes": descriptions(),
+        "file": "attention",
+    }
     assert inlined_data(attention_html(PIECES, weights))["names"]["scale"] == DEFAULT_SCALE
     with pytest.raises(ValueError, match=r"scale='log': expected one of fixed, row, uniform"):
         attention_html(PIECES, weights, scale="log")

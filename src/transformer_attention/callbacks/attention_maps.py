@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 from lightning.pytorch.callbacks import Callback
 
 from ..analysis.methods import TEXT_METHOD
+from ..analysis.pages import page_methods, quick_words
 from ..files import shown
 from ..inference import infer
 from ..plotting import AttentionGrid, ReviewText, RolloutBars, attention_rollout, pooled_rollout
@@ -115,7 +117,9 @@ class AttentionMapLogger(Callback):
             self.log_maps(trainer, pl_module)
         self.writer.close()
         if self.html and self.last and trainer.is_global_zero:
-            self.write_pages(Path(trainer.default_root_dir) / "attention", pooling_of(pl_module))
+            start = time.perf_counter()  # the pages' words and weight x norm maps count as the maps' cost
+            self.write_pages(Path(trainer.default_root_dir) / "attention", pooling_of(pl_module), pl_module)
+            self.cost["seconds"] += time.perf_counter() - start
         if self.cost["logs"]:
             images, steps = plural(self.cost["images"], "image"), plural(self.cost["logs"], "step")
             own = f", {self.writer.seconds:.2f} s on their own thread" if self.writer.background else ""
@@ -156,7 +160,8 @@ class AttentionMapLogger(Callback):
             layers = map_shares(maps_of(drawn_from), self.kind)  # each (H, T, T): weights, or weight x norm shares
             norms = maps_of(drawn_from) if self.kind == "norm" else None  # the page's map switch
             caption = f"{quoted}; pred: {said} at step {step}"
-            self.last.append(Logged(example.name, tokens, maps_of(result), caption, norms))
+            logged = Logged(example.name, tokens, maps_of(result), caption, norms=norms, ids=example.ids)
+            self.last.append(replace(logged, predicted=pred, class_name=names[pred]))  # what the page's words explain
             shares = pooled_rollout(attention_rollout(layers), pooling)  # (T,)
             keep = key_window(shares, self.max_tokens)
             grid, bars = self._figures(example, tokens, keep, layers[0].shape[0], names, pooling)
@@ -184,8 +189,9 @@ class AttentionMapLogger(Callback):
         """Block until every image handed to the writer thread is written (errors are raised here)."""
         self.writer.wait()
 
-    def write_pages(self, folder: Path, pooling: str = "cls") -> list[Path]:
-        """Each example's interactive page as last logged, `<folder>/<example>.html`."""
+    def write_pages(self, folder: Path, pooling: str = "cls", module: Any = None) -> list[Path]:
+        """Each example's interactive page as last logged, `<folder>/<example>.html`; with the `module`, with the
+        map switch and the word attributions (opening on the text method, as predict.py's pages do)."""
         self.pages = [
             save_attention_html(
                 folder / f"{e.name}.html",
@@ -194,12 +200,25 @@ class AttentionMapLogger(Callback):
                 title=e.name,
                 caption=e.caption,
                 pooling=pooling,
-                norms=e.norms,
+                norms=e.norms if e.norms is not None or module is None else maps_of(row),
+                **(page_methods() if module is None or not e.class_name else self._words(module, e)),
             )
-            for e in self.last
+            for e, row in zip(self.last, self._norms(module), strict=True)
         ]
         log.info("interactive attention views of %s in %s", plural(len(self.pages), "example"), shown(folder))
         return self.pages
+
+    def _norms(self, module: Any) -> list[Any]:
+        """The norm-weighted maps of the examples that lack them (one pass; None each without a module)."""
+        lacking = [e for e in self.last if e.norms is None]
+        if module is None or not lacking:
+            return [None] * len(self.last)
+        rows = iter(infer(module, [e.ids for e in lacking], need_norms=True))
+        return [next(rows) if e.norms is None else None for e in self.last]
+
+    def _words(self, module: Any, logged: Logged) -> dict[str, Any]:
+        """The page's word attributions of `logged`, for the class predicted (analysis/pages.py)."""
+        return quick_words(getattr(module, "net", module), logged.ids, logged.predicted, logged.class_name)
 
     def _with_mean(self, heads: int) -> bool:
         return self.mean and heads > 1  # one head's mean is a copy of it

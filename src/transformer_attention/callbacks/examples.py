@@ -46,6 +46,9 @@ class Logged:
     attentions: list[torch.Tensor] = field(repr=False)  # one (H, T, T) per layer
     caption: str
     norms: list[torch.Tensor] | None = field(default=None, repr=False)  # the norm-weighted maps, when drawn
+    ids: Sequence[int] | np.ndarray = ()  # the token ids, for the page's word attributions
+    predicted: int = 0  # the class the page's words explain
+    class_name: str = ""
 
 
 def pick_examples(labels: Sequence[int], lengths: Sequence[int], k: int) -> list[int]:

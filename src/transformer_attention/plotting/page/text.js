@@ -4,12 +4,13 @@
    explained class, orange against, said in a legend); with the map switch on weight x norm, the same series of
    the norm-weighted maps (state.pickKind swaps them). A word cut into pieces takes the mean of its pieces'
    values, so no word is dark for being split; its pieces show on hover. A leading [CLS] is no word of the
-   review: its own share is stated, not shaded. Where the model read only part of the text, a mark stands at
+   review: its own share is stated, not shaded. A method's series is explained by its one-line description (the
+   registry's); a method that repeats an attention series (the rollout) is listed once, with the attention. Where the model read only part of the text, a mark stands at
    the cut and the unread rest follows in grey. Each word carries data-index and data-value. */
 import { data, state, changed } from "./state.js";
 import { byId, htmlNode, swatch } from "./dom.js";
 import { ramp, rgb, scaled } from "./scale.js";
-import { FOR, AGAINST, methodName, withPieces } from "./words.js";
+import { FOR, AGAINST, methodName, methodNote, signedReading, withPieces } from "./words.js";
 
 const text = data.text;
 const spans = [];
@@ -31,7 +32,9 @@ function rank(one) {
 export function buildText() {
   const select = byId("text-series"), box = byId("text"), hint = byId("text-readout");
   const groups = {};
-  const listed = text.series.map((one, i) => [one, i]).sort(([a, i], [b, j]) => (a.method && b.method ?
+  const plainNames = text.series.filter((one) => !one.method).map((one) => one.label);
+  const listed = text.series.map((one, i) => [one, i])
+    .filter(([one]) => !one.method || one.id === text.default || !plainNames.includes(seriesName(one))).sort(([a, i], [b, j]) => (a.method && b.method ?
     rank(a) - rank(b) || i - j : i - j)); /* methods in Python's order, everything else as given */
   listed.forEach(([one]) => {
     if (!groups[one.group]) { groups[one.group] = htmlNode("optgroup", "", "", select); }
@@ -46,9 +49,10 @@ export function buildText() {
     const span = htmlNode("span", "word", word, box);
     span.setAttribute("data-index", String(i));
     span.addEventListener("mouseenter", () => {
-      const one = seriesOf(state.series);
+      const one = seriesOf(state.series), v = one.values[i];
+      const top = Math.max(0, ...one.values.slice(text.first).map(Math.abs));
       hint.textContent = seriesName(one) + ": " + withPieces(word, text.pieces[i]) + " " +
-        one.values[i].toPrecision(3);
+        (one.signed ? signedReading(v, top) : v.toPrecision(3) + (one.method ? "" : " (a weight, 0 to 1)"));
     });
     box.appendChild(document.createTextNode(" ")); /* whitespace between words: the text wraps */
     spans.push(span);
@@ -95,6 +99,11 @@ export function drawText() {
   const own = text.first && !one.signed ? "; " + text.words[0] + " itself takes " + one.values[0].toPrecision(3) : "";
   byId("text-note").textContent = note + own;
   byId("text-legend").hidden = Boolean(one.signed);
+  const described = one.method ? methodNote(one.method) : "";
+  byId("text-help").hidden = Boolean(one.method);
+  byId("text-method").hidden = !one.method;
+  byId("text-method").textContent = one.method ? "The review as the model read it, each word shaded by " +
+    seriesName(one) + (described ? ": " + described : "") + "." : "";
   drawSigned(byId("text-signed"), Boolean(one.signed));
 }
 

@@ -1,8 +1,10 @@
 /* Word attributions tab (when the page carries them): each word of the text coloured by the picked method's
    attribution (data-method, data-value), blue towards the explained class, orange against, the strongest
    fully coloured; the same words as the text tab (a word cut into pieces takes the mean of its pieces' values,
-   its pieces on hover). Each method's faithfulness on this text in a table, and, when predict.py explained
-   several texts, each method's agreement (tau) over all of them, mean +- SE. Method labels come from Python. */
+   its pieces on hover; a leading [CLS] is no word of the review: not shown). It opens on the method the text tab
+   opens on. Each method's label and one-line description come from Python (the registry); each method's
+   faithfulness on this text in a table, and, when predict.py explained several texts, each method's agreement
+   (tau) over all of them, mean +- SE. */
 import { data, state, changed } from "./state.js";
 import { byId, htmlNode, quoted } from "./dom.js";
 
@@ -14,6 +16,19 @@ const wordSpans = [];
 
 export function methodName(m) {
   return data.names.methods[m] || m;
+}
+
+/* A method's one-line description (what its number means, and its unit), or "" where the page has none. */
+export function methodNote(m) {
+  return (data.names.notes || {})[m] || "";
+}
+
+/* A signed attribution as hover reads it: its sign and size, the class it counts for or against, and its size
+   against the largest of the text (the colour's opacity). */
+export function signedReading(v, top) {
+  const target = data.text.target || "the class explained";
+  const share = top > 0 ? " (" + Math.round(100 * Math.abs(v) / top) + "% of this text\u2019s largest)" : "";
+  return (v > 0 ? "+" : "") + v.toPrecision(3) + ", " + (v >= 0 ? "towards " : "against ") + target + share;
 }
 
 /* `word` with its pieces, where the tokenizer cut it: "film (fi ##lm: the mean of 2 pieces)". */
@@ -31,10 +46,13 @@ function wordValues(m) {
 export function buildWords() {
   if (!methods.length) { return; }
   const box = byId("methods"), words = byId("words"), hint = byId("word-readout");
-  state.method = methods.includes("integrated_gradients") ? "integrated_gradients" : methods[0];
+  const opening = data.text.default.replace(/^method-/, "");
+  state.method = methods.includes(opening) ? opening : methods[0]; /* the text tab's method */
   byId("mode-words").hidden = false;
+  byId("words-note").textContent = data.words_note || "";
   methods.forEach((m) => {
     const label = htmlNode("label", "", "", box), radio = htmlNode("input", "", "", label);
+    label.title = methodNote(m);
     radio.type = "radio";
     radio.name = "method";
     radio.id = "method-" + m;
@@ -42,17 +60,18 @@ export function buildWords() {
     label.appendChild(document.createTextNode(" " + methodName(m)));
   });
   data.text.words.forEach((word, i) => {
+    if (i < data.text.first) { return; }
     const span = htmlNode("span", "word", word, words), pieces = data.text.pieces[i];
     span.setAttribute("data-index", String(i));
     span.addEventListener("mouseenter", () => {
-      const v = wordValues(state.method)[i], named = withPieces(word, pieces);
-      hint.textContent = i < data.text.first ? named + " is kept in every test: not ranked" :
-        methodName(state.method) + ": " + named + " " + v.toPrecision(3);
+      const values = wordValues(state.method), top = Math.max(0, ...values.slice(data.text.first).map(Math.abs));
+      hint.textContent = methodName(state.method) + ": " + withPieces(word, pieces) + " " + signedReading(values[i], top);
     });
     words.appendChild(document.createTextNode(" ")); /* whitespace between words: the row wraps */
     wordSpans.push(span);
   });
   if (!data.faithfulness) { return; }
+  byId("faithfulness-help").hidden = false;
   const table = byId("faithfulness");
   let row = htmlNode("tr", "", "", table);
   const shown = MEASURES.map((key, i) => [key, HEADS[i]]).filter(([key]) =>
@@ -91,14 +110,16 @@ export function drawWords() {
   if (!state.method) { return; }
   const values = wordValues(state.method), first = data.text.first;
   const top = Math.max(0, ...values.slice(first).map(Math.abs));
-  wordSpans.forEach((span, t) => {
-    const v = values[t], a = t < first || top === 0 ? 0 : Math.abs(v) / top;
+  wordSpans.forEach((span, j) => {
+    const v = values[j + first], a = top === 0 ? 0 : Math.abs(v) / top;
     span.style.background = "rgba(" + (v >= 0 ? FOR : AGAINST).join(",") + "," + a.toFixed(3) + ")";
     span.style.color = a > 0.55 ? "#fff" : "#222";
     span.setAttribute("data-method", state.method);
     span.setAttribute("data-value", String(v));
   });
   methods.forEach((m) => { byId("method-" + m).checked = m === state.method; });
+  const note = methodNote(state.method);
+  byId("method-note").textContent = note ? methodName(state.method) + ": " + note + "." : "";
   document.querySelectorAll("#faithfulness tr[data-method]").forEach((row) => {
     row.className = row.getAttribute("data-method") === state.method ? "current" : "";
   });
