@@ -201,6 +201,16 @@ class Prediction:
         return d
 
 
+def trained_length(module: ClassifierModule) -> int:
+    """The tokens a text the model was trained with (its checkpoint's data settings, else its tokenizer's cut),
+    at most the longest input it takes (`max_len`)."""
+    longest = int(module.hparams["max_len"])
+    trained = (module.data_settings or {}).get("max_length")
+    if trained is None and module.tokenizer_json:
+        trained = (load_tokenizer(module.tokenizer_json).truncation or {}).get("max_length")
+    return min(int(trained or longest), longest)
+
+
 def predict(
     module: ClassifierModule,
     texts: Sequence[str],
@@ -218,16 +228,14 @@ def predict(
     if not module.tokenizer_json:
         raise ValueError("this module has no tokenizer: load it from a train.py checkpoint")
     hp = module.hparams
-    longest = int(hp["max_len"])
+    longest, trained = int(hp["max_len"]), trained_length(module)
     tok = load_tokenizer(module.tokenizer_json)
-    trained = (tok.truncation or {}).get("max_length")
     if max_length is None:
-        max_length = min(trained or longest, longest)
+        max_length = trained
     elif not is_whole(max_length, 2) or max_length > longest:
         raise InputError(
             f"max_length={max_length!r} must be a whole number from 2 to {longest}, the longest input this "
-            f"model takes: e.g. max_length={min(trained or longest, longest)} (its training length), "
-            f"or leave max_length unset"
+            f"model takes: e.g. max_length={trained} (its training length), or leave max_length unset"
         )
     names = names_or_ids(hp.get("label_names"), int(hp["num_classes"]))
     ids = encode(tok, list(texts), max_length)

@@ -67,14 +67,20 @@ class EncoderModule(L.LightningModule):
         # can hold; the tokenizer (a large JSON string) travels in the checkpoint itself
         # (on_save_checkpoint), not in hparams.yaml and TensorBoard's HPARAMS tab
         self.tokenizer_json = tokenizer
+        # the data settings it was trained with (data set, path, columns, max_length): evaluate.py and predict.py
+        # start from them; set by train.py, travels beside the tokenizer (None: a checkpoint that records none)
+        self.data_settings: dict[str, Any] | None = None
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
 
     # ---- checkpoints ---------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["tokenizer"] = self.tokenizer_json
+        if self.data_settings is not None:
+            checkpoint["data"] = self.data_settings
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.tokenizer_json = checkpoint.get("tokenizer", self.tokenizer_json)
+        self.data_settings = checkpoint.get("data", self.data_settings)
 
     # ---- optimisation --------------------------------------------------------------------
     def configure_optimizers(self) -> OptimizerLRSchedulerConfig:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import shlex
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,8 +27,8 @@ from ..errors import ConfigError
 from ..files import shown
 from ..inference import probabilities
 from ..model.classifier import TransformerClassifier
-from .console import pasteable, seconds
-from .interrupt import resume_command, stop_on_signals
+from .console import seconds
+from .interrupt import evaluate_command, resume_command, stop_on_signals
 from .sinks import image_loggers, log_image, log_text
 
 log = logging.getLogger(__name__)
@@ -114,23 +113,18 @@ class ModelAnalysis(Callback):
             return
         fit_seconds = time.perf_counter() - self.started
         dm = trainer.datamodule  # type: ignore[attr-defined]  # Lightning sets it, undeclared
-        estimate = self.estimate(classifier_of(pl_module), dm.splits)
-        self.cost = {"fit_seconds": fit_seconds, "estimated_seconds": estimate}
         saved, fit = self.saved_checkpoint(trainer), seconds(fit_seconds)
-        if self.max_cost is not None and estimate > self.max_cost * fit_seconds:
-            if saved is None:
-                fast_dev_run = trainer.fast_dev_run  # type: ignore[attr-defined]  # Lightning sets it, undeclared
-                why = "a fast_dev_run saves none" if fast_dev_run else "this run saved none"
-                log.info("model analysis skipped: it needs a checkpoint and %s (python evaluate.py analyses=...)", why)
-                return
-            cost = f"about {seconds(estimate)}, {estimate / max(fit_seconds, 1e-9):.2f}x the fit's {fit}"
-            limit, command = f"callbacks.model_analysis.max_cost={self.max_cost}", self.command(shown(saved))
-            log.info("model analysis skipped: %s, more than %s; to run it:\n  %s", cost, limit, command)
-            return
-        start = time.perf_counter()
-        net, weights = self.kept_model(trainer, pl_module)
         again = (lambda: self.command(shown(saved))) if saved is not None else resume_command  # noqa: E731
-        with stop_on_signals(lambda: "the end-of-fit analysis (the fit's checkpoints are saved)", again=again):
+        # Lightning's own SIGTERM handler is gone once the fit has ended: a stop from here on says what to run
+        what = "the end-of-fit analysis, before the test (the fit's checkpoints and metrics are saved)"
+        with stop_on_signals(lambda: what, again=again):
+            estimate = self.estimate(classifier_of(pl_module), dm.splits)
+            self.cost = {"fit_seconds": fit_seconds, "estimated_seconds": estimate}
+            if self.max_cost is not None and estimate > self.max_cost * fit_seconds:
+                self.skipped(trainer, saved, estimate, fit_seconds)
+                return
+            start = time.perf_counter()
+            net, weights = self.kept_model(trainer, pl_module)
             self.result = run_analyses(
                 net,
                 self.plan,
@@ -148,6 +142,18 @@ class ModelAnalysis(Callback):
         share = 100 * spent / max(fit_seconds, 1e-9)
         said = f"{seconds(spent)}, {share:.0f}% of the fit's {fit} (estimated {seconds(estimate)}), of {weights}"
         log.info("model analysis: %s:\n  %s", said, shown(folder))
+
+    def skipped(self, trainer: L.Trainer, saved: Path | None, estimate: float, fit_seconds: float) -> None:
+        """Say that the analysis is skipped as too long, and the command that runs it on the saved checkpoint."""
+        if saved is None:
+            fast_dev_run = trainer.fast_dev_run  # type: ignore[attr-defined]  # Lightning sets it, undeclared
+            why = "a fast_dev_run saves none" if fast_dev_run else "this run saved none"
+            log.info("model analysis skipped: it needs a checkpoint and %s (python evaluate.py analyses=...)", why)
+            return
+        share = estimate / max(fit_seconds, 1e-9)
+        cost = f"about {seconds(estimate)}, {share:.2f}x the fit's {seconds(fit_seconds)}"
+        limit, command = f"callbacks.model_analysis.max_cost={self.max_cost}", self.command(shown(saved))
+        log.info("model analysis skipped: %s, more than %s; to run it:\n  %s", cost, limit, command)
 
     @staticmethod
     def kept_model(trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[TransformerClassifier, str]:
@@ -169,13 +175,14 @@ class ModelAnalysis(Callback):
         return next((path for path in candidates if path.is_file()), None)
 
     def command(self, ckpt: str) -> str:
-        """The evaluate.py command that runs the same analyses on `ckpt`, with this run's data overrides."""
-        data = []
+        """The evaluate.py command that runs the same analyses on `ckpt` (which records its data), with this run's
+        `analysis.*` and seed overrides; it tests the checkpoint too."""
+        kept = []
         if HydraConfig.initialized():
-            data = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").startswith(("data", "seed="))]
-        analyses = shlex.quote(f"analyses=[{','.join(self.names)}]")  # [ ] are a shell's globs (zsh refuses them)
-        words = ["python evaluate.py", pasteable("ckpt_path", ckpt), analyses, "analysis.split=validation"]
-        return " ".join([*words, *(shlex.quote(o) for o in data)])
+            given = HydraConfig.get().overrides.task
+            kept = [o for o in given if o.lstrip("+~").startswith(("analysis.", "seed="))]
+        analyses = f"analyses=[{','.join(self.names)}]"  # quoted: [ ] are a shell's globs (zsh refuses them)
+        return evaluate_command(ckpt, analyses, "analysis.split=validation", *kept)
 
     def estimate(self, net: TransformerClassifier, splits: Mapping[str, Any]) -> float:
         """Seconds the planned analyses would take: a timed warm pass over the validation rows gives the seconds a

@@ -37,6 +37,17 @@ def resume_command(ckpt_path: str | Path | None = None) -> str:
     return " ".join(["python", f"{entry}.py", *args])  # a sweep job's folder holds = and ,: quoted for Hydra too
 
 
+def evaluate_command(ckpt_path: str | Path, *overrides: str) -> str:
+    """The evaluate.py command that tests `ckpt_path` on the data it was trained on (the checkpoint records it),
+    with `overrides` (each quoted for the shell here)."""
+    quoted = [shlex.quote(o) for o in overrides]
+    return " ".join(["python evaluate.py", pasteable("ckpt_path", ckpt_path), *quoted])
+
+
+class Stopped(SIGTERMException):
+    """SIGTERM or Ctrl-C stopped a piece of work, and the log has said what stopped and how to start it again."""
+
+
 class _Signal(BaseException):
     """A signal that stops the work (a BaseException: no `except Exception` of a library swallows it)."""
 
@@ -62,7 +73,7 @@ def stop_on_signals(what: Callable[[], str], again: Callable[[], str] = resume_c
     except _Signal as sig:
         name = "Ctrl-C" if sig.signum == signal.SIGINT else "SIGTERM"
         log.warning("%s: stopped %s; nothing of it was saved\nstart it again with:\n  %s", name, what(), again())
-        stopped = SIGTERMException()
+        stopped = Stopped()
         stopped.code = 128 + sig.signum
         raise stopped from None
     finally:
@@ -77,10 +88,11 @@ class SaveOnInterrupt(Callback):
 
     def __init__(self) -> None:
         self._ctrl_c = False
+        self._trained = False  # the fit's epochs are done: a stop after them has nothing to resume
         self._previous_handler: Any = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._ctrl_c = False
+        self._ctrl_c, self._trained = False, False
         if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
             self._previous_handler = signal.signal(signal.SIGINT, self._request_stop)
 
@@ -93,6 +105,7 @@ class SaveOnInterrupt(Callback):
         log.warning("Ctrl-C: stopping after this training batch (press Ctrl-C again to stop at once)")
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._trained = True  # what stops later (the end-of-fit analysis) says so itself
         self._restore_handler()
 
     def _restore_handler(self) -> None:
@@ -104,7 +117,8 @@ class SaveOnInterrupt(Callback):
         self._restore_handler()
         interrupted = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
         fast_dev_run = trainer.fast_dev_run  # type: ignore[attr-defined]  # Lightning sets it, undeclared
-        if not interrupted or trainer.state.fn != "fit" or trainer.sanity_checking or fast_dev_run:
+        after_fit = self._trained  # the end-of-fit analysis: it says what stopped
+        if not interrupted or trainer.state.fn != "fit" or trainer.sanity_checking or fast_dev_run or after_fit:
             return
         callback = trainer.checkpoint_callback
         dirpath = getattr(callback, "dirpath", None) or str(Path(trainer.default_root_dir) / "checkpoints")
@@ -113,11 +127,12 @@ class SaveOnInterrupt(Callback):
         ctrl_c = self._ctrl_c or isinstance(exception, KeyboardInterrupt)
         if isinstance(exception, SIGTERMException):
             exception.code = 128 + (signal.SIGINT if ctrl_c else signal.SIGTERM)  # the shell's exit status
-        log.warning(
-            "%s: stopped at epoch %d, global step %d; saved %s\nresume with:\n  %s",
-            "Ctrl-C" if ctrl_c else "SIGTERM",
-            trainer.current_epoch,
-            trainer.global_step,
-            path,
-            resume_command(path),
-        )
+        name = "Ctrl-C" if ctrl_c else "SIGTERM"
+        step = f"epoch {trainer.current_epoch}, global step {trainer.global_step}"
+        epochs, done = trainer.max_epochs, getattr(trainer.fit_loop.epoch_progress.total, "processed", 0)
+        if epochs is not None and 0 <= epochs <= done:  # stopped as its last epoch ended: nothing left to resume
+            command = evaluate_command(getattr(callback, "best_model_path", "") or path)
+            done_line = "%s: stopped at %s, every epoch trained; saved %s\ntest it with:\n  %s"
+            log.warning(done_line, name, step, path, command)
+            return
+        log.warning("%s: stopped at %s; saved %s\nresume with:\n  %s", name, step, path, resume_command(path))

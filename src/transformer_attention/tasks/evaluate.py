@@ -3,24 +3,38 @@ metrics training reported, by the same `test_step`); with `analyses=`, also whic
 
 from __future__ import annotations
 
+import logging
+import signal
 from pathlib import Path
+from typing import Any
 
 import lightning as L
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
 from ..analysis.plan import HEADS_SPLIT, plan
 from ..analysis.run import Analysis, run_analyses, target_classes
 from ..analysis.write import summary
 from ..callbacks.analysis import keep_analysis
+from ..callbacks.interrupt import Stopped, stop_on_signals
+from ..callbacks.interrupt import resume_command as again
 from ..data.tokenizer import ready
 from ..data.toy import deciding_words_for
+from ..errors import ConfigError
 from ..files import shown
+from ..module import ClassifierModule
 from ..training.builders import TrainerBuilder, build_data, build_loggers, instantiate_group, logged_metrics, plain
 from ..training.checkpoint import load_module
+from ..training.data_record import differences, settings_from
 from ..training.hparams import RunRecord, log_run
 from ..training.metrics import format_metrics, save_metrics
 from ..training.targets import try_run_groups
 
+log = logging.getLogger(__name__)
+
+DEFAULT_DATA = "checkpoint"  # conf/data/checkpoint.yaml: the data the checkpoint records
 TEST_SPLIT_FIX = "evaluate.py tests the test split: give the data one (a test.* file, data.data_files.test)"
 
 
@@ -36,7 +50,7 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     try_run_groups(plain(cfg.trainer), plain(cfg.get("callbacks")), plain(cfg.get("logger")), prefix="")
     # the checkpoint's vocabulary and label order, not ones retrained on this dataset
     datamodule = build_data(
-        cfg.data,
+        trained_data(cfg, module),
         output_dir=cfg.paths.output_dir,
         tokenizer=module.tokenizer_json,
         label_names=module.hparams["label_names"],
@@ -53,25 +67,59 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     trainer = TrainerBuilder(cfg.trainer, callbacks, loggers).trainer
     log_run(trainer.loggers, RunRecord.of(plain(cfg)))  # no metrics: train runs define HPARAMS' columns
     trainer.test(module, datamodule=datamodule, verbose=False)  # one table: the run's own
+    metrics = logged_metrics(trainer)
+    save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads; kept if the analyses stop
     if not chosen.names:
-        return logged_metrics(trainer), None
-    result = run_analyses(
-        module.net,
-        chosen,
-        splits=datamodule.splits,
-        tokenizer=ready(datamodule.tokenizer),
-        label_names=module.hparams.get("label_names"),
-        deciding_words=deciding_words_for(datamodule),
-    )
+        return metrics, None
+    what = f"the analyses of {shown(cfg.ckpt_path)} (its test metrics are saved: metrics.json)"
+    with stop_on_signals(lambda: what):  # Lightning's SIGTERM handler is gone once its test has ended
+        result = run_analyses(
+            module.net,
+            chosen,
+            splits=datamodule.splits,
+            tokenizer=ready(datamodule.tokenizer),
+            label_names=module.hparams.get("label_names"),
+            deciding_words=deciding_words_for(datamodule),
+        )
     folder, label = Path(cfg.paths.output_dir) / "analysis", f"checkpoint {Path(cfg.ckpt_path).name}"
     keep_analysis(result, folder, trainer.loggers, trainer.global_step, label=label)
-    return logged_metrics(trainer), result
+    return metrics, result
+
+
+def trained_data(cfg: DictConfig, module: ClassifierModule) -> dict[str, Any]:
+    """The data settings to test with: the checkpoint's own, with the command line's `data=` and `data.<key>=` on
+    top (each key that changes what is measured said in one line); a checkpoint that records none: `cfg.data`."""
+    given, record, ckpt = plain(cfg.data), module.data_settings, shown(cfg.ckpt_path)
+    if record is None:
+        older = "records no data settings (written by an older version)"
+        log.warning("%s %s: testing on data %s, as the command line says", ckpt, older, given["name"])
+        return given
+    explicit, group = set(), False
+    if HydraConfig.initialized():
+        group = HydraConfig.get().runtime.choices.get("data") not in (None, DEFAULT_DATA)
+        keys = (OverridesParser.create().parse_override(o).key_or_group for o in HydraConfig.get().overrides.task)
+        explicit = {key.split(".")[1] for key in keys if key.startswith("data.")}
+    settings = settings_from(record, given, explicit, group)
+    longest, length = module.hparams["max_len"], settings.get("max_length")
+    if isinstance(length, int) and length > longest:
+        raise ConfigError(
+            f"data.max_length={length} is longer than the longest input this model takes (max_len {longest}): "
+            f"e.g. data.max_length={min(record.get('max_length') or longest, longest)} (its training length)"
+        )
+    if changed := differences(record, settings):
+        log.warning("testing on other data than %s was trained on: %s", ckpt, "; ".join(changed))
+    return settings
 
 
 def main(cfg: DictConfig) -> dict[str, float]:
     """Evaluate and print the test metrics (and the analyses' summary)."""
-    metrics, analysis = evaluate(cfg)
-    save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
+    try:
+        metrics, analysis = evaluate(cfg)
+    except SIGTERMException as stop:  # in the analyses: they said what stopped; in the test: said here
+        if not isinstance(stop, Stopped):
+            ckpt = shown(cfg.ckpt_path)
+            log.warning("SIGTERM: stopped the test of %s\nstart it again with:\n  %s", ckpt, again())
+        raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
     print(f"test metrics of {shown(cfg.ckpt_path)} ({shown(cfg.paths.output_dir)}):\n{format_metrics(metrics)}")
     if analysis is not None:
         print("\n".join(summary(analysis)))

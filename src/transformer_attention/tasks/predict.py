@@ -5,6 +5,7 @@ rollout and text view) or an interactive page with its word attributions (`html`
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -17,10 +18,11 @@ from ..analysis.agreement import agreement_over_texts
 from ..analysis.faithfulness import Explained
 from ..analysis.methods import TEXT_METHOD, labels, signed
 from ..analysis.run import explain_rows
+from ..checks import is_whole
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError, InputError, printable
 from ..files import atomic_write, shown
-from ..inference import Prediction, infer, predict
+from ..inference import Prediction, infer, predict, trained_length
 from ..plotting import ReviewText, paragraphs, plot_rollout, save_attention_html, save_attention_png, save_figure
 from ..plotting.review import cut_review, plain, read_note
 from ..plotting.scales import DEFAULT_SCALE, MAP_KINDS, SCALES
@@ -29,6 +31,8 @@ from ..training.checkpoint import load_module
 
 if TYPE_CHECKING:
     import torch
+
+log = logging.getLogger(__name__)
 
 
 def read_texts(text: str | None = None, texts: Sequence[str] | None = None, text_file: str | None = None) -> list[str]:
@@ -150,6 +154,10 @@ def main(cfg: DictConfig) -> list[Prediction]:
         )
     texts = read_texts(cfg.get("text"), cfg.get("texts"), cfg.get("text_file"))
     module = load_module(cfg.get("ckpt_path"), map_location=cfg.get("device") or "cpu")
+    trained, length = trained_length(module), cfg.get("max_length")
+    if length not in (None, trained) and is_whole(length, 2) and length <= module.hparams["max_len"]:
+        cut = f"texts cut at {length} tokens, not at the {trained} {shown(cfg.ckpt_path)} was trained with"
+        log.warning("max_length=%s: %s", length, cut)  # a longer one is refused below, a shorter one kept
     preds = predict(
         module,
         texts,

@@ -16,6 +16,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, open_dict
 
 from ..analysis.run import target_classes
+from ..callbacks.interrupt import Stopped, evaluate_command, resume_command
 from ..data.unlabelled import HubUnavailable
 from ..errors import ConfigError
 from ..files import shown, start_run_log
@@ -72,7 +73,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     datamodule.setup("fit")
     if (cfg.get("callbacks") or {}).get("model_analysis"):  # its class named among the data's, before training
         target_classes(cfg.analysis.target, [0], datamodule.label_names, datamodule.num_classes, 0)
-    model = build_model(make_model, datamodule)
+    model = build_model(make_model, datamodule, data=plain(cfg.data))
     if start is not None:
         start.copy_into(model.net)  # the head starts fresh
     trainer = trainers.for_model(model, datamodule)  # precision=auto: timed on a real batch
@@ -82,12 +83,29 @@ def train(cfg: DictConfig) -> dict[str, float]:
     log_run(trainer.loggers, RunRecord.of(plain(cfg)), metrics=columns)
 
     if cfg.get("train", True):
-        trainer.fit(model, datamodule=datamodule, ckpt_path=resume.ckpt_path)
+        try:  # a stop mid-fit saves last.ckpt and says how to resume (SaveOnInterrupt)
+            trainer.fit(model, datamodule=datamodule, ckpt_path=resume.ckpt_path)
+        except Stopped:  # in the end-of-fit analysis, which said the command that runs it (and the test)
+            keep_measured(cfg.paths.output_dir, logged_metrics(trainer))
+            raise
     metrics = logged_metrics(trainer)
     if cfg.get("test", True):  # train=false ckpt_path=...: that checkpoint's weights, never the fresh ones
         given = None if cfg.get("train", True) else resume.ckpt_path
-        metrics.update(test_best(trainer, model, datamodule, fallback=given))
+        try:
+            metrics.update(test_best(trainer, model, datamodule, fallback=given))
+        except SIGTERMException:
+            keep_measured(cfg.paths.output_dir, metrics)
+            best = getattr(trainer.checkpoint_callback, "best_model_path", "") or given
+            again = evaluate_command(shown(best)) if best else resume_command()
+            log.warning("SIGTERM: stopped the test; the fit's metrics are saved\ntest it with:\n  %s", again)
+            raise
     return metrics
+
+
+def keep_measured(output_dir: str, metrics: dict[str, float]) -> None:
+    """What a stopped run measured, in its metrics.json (rank 0's): a stop loses only what it stopped."""
+    if rank_zero_only.rank == 0:  # type: ignore[attr-defined]  # Lightning sets it, undeclared
+        save_metrics(output_dir, metrics)
 
 
 def starting_point(cfg: DictConfig, model_settings: dict, resume: Resume) -> Start | None:
@@ -149,8 +167,7 @@ def main(cfg: DictConfig) -> float | None:
         metrics = train(cfg)
     except SIGTERMException as stop:  # SIGTERM or Ctrl-C: last.ckpt is saved, the resume command logged
         raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
-    if rank_zero_only.rank == 0:  # type: ignore[attr-defined]  # Lightning sets it, undeclared
-        save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
+    keep_measured(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
     print(f"final metrics ({shown(cfg.paths.output_dir)}):\n{format_metrics(metrics)}")
     name = cfg.get("optimized_metric")
     if name and name not in metrics and not cfg.get("train", True):

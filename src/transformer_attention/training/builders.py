@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from ..compat import continue_csv_header
 from .checkpoint import AtomicCheckpointIO
+from .data_record import recorded
 from .precision import auto_precision
 
 if TYPE_CHECKING:
@@ -120,15 +121,18 @@ def random_embedding_trains(model: MutableMapping[str, Any], *copies: MutableMap
         settings["freeze_embedding_epochs"] = 0
 
 
-def build_model(make_model: Any, datamodule: Any) -> ClassifierModule:
-    """The model group's module (`make_model`: its partial) sized by the data, its tokenizer and labels inside."""
-    return make_model(
+def build_model(make_model: Any, datamodule: Any, data: Mapping[str, Any] | None = None) -> ClassifierModule:
+    """The model group's module (`make_model`: its partial) sized by the data, its tokenizer and labels inside, and
+    the data settings `data` recorded for its checkpoints (what evaluate.py and predict.py start from)."""
+    module = make_model(
         vocab_size=datamodule.vocab_size,
         num_classes=datamodule.num_classes,
         pad_id=datamodule.pad_id,
         tokenizer=datamodule.tokenizer_json(),
         label_names=datamodule.label_names,
     )
+    module.data_settings = recorded(data) if data is not None else None
+    return module
 
 
 def test_best(
