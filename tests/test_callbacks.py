@@ -431,3 +431,19 @@ def test_toy_training_attends_to_the_negation(tmp_path):
     acc = events(Path(cfg.logger.tensorboard.save_dir))  # logged after validations 0 and 2 (every 2nd): epochs 1, 3
     per_epoch = trainer.global_step // 3
     assert [e.step for e in acc.Images("~attention/text_0/layer_1")] == [per_epoch, 3 * per_epoch]
+
+
+def test_every_card_of_a_two_class_run_explains_the_same_class(fitted, monkeypatch):
+    """The text image's signed paragraph explains the second class on every card, whatever each one predicts: blue
+    means the same on all of them; its label names that class."""
+    from transformer_attention.callbacks import attention_maps
+
+    module, maps, asked = fitted.module, fitted.maps, []
+    rows = attention_maps.text_rows
+    monkeypatch.setattr(attention_maps, "text_rows", lambda *a, **kw: asked.append(kw) or rows(*a, **kw))
+    maps.log_maps(fitted.trainer, module)
+    maps.wait()
+    predicted = {int(r.probabilities.argmax()) for r in infer(module, [e.ids for e in maps.examples])}
+    names = fitted.dm.label_names
+    assert len(asked) == len(maps.examples) and len(predicted) == 2  # both classes predicted among the cards
+    assert {(kw["predicted"], kw["class_name"]) for kw in asked} == {(1, names[1])}

@@ -303,7 +303,8 @@ def word_box_colours(view: ReviewText, pixels: np.ndarray, paragraph: int) -> np
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 def test_text_view_shades_each_word_by_the_pooled_row(pooling):
     """[CLS] pooling shades by the [CLS] row, mean pooling by the mean of the rows, and the colour bar says which;
-    word pieces are joined into one word whose weight is the sum of its pieces'."""
+    word pieces are joined into one word whose weight is the mean of its pieces' (as on the page), and [CLS] is
+    no word of the review: not shaded, its share in the paragraph's label."""
     tokens = ["[CLS]", "the", "act", "##ing", "is", "not", "wonder", "##ful"]
     rng = np.random.default_rng(1)
     layer = rng.dirichlet(np.ones(8) * 0.5, size=(2, 8))  # (H, T, T), rows sum to 1
@@ -313,15 +314,37 @@ def test_text_view_shades_each_word_by_the_pooled_row(pooling):
     np.testing.assert_allclose(rows[0], expected_row, atol=1e-6)
     view = ReviewText(tokens, len(rows), "a review", pooling=pooling, scale="fixed")
     assert [w.text for w in view.words] == ["[CLS]", "the", "acting", "is", "not", "wonderful"]
+    assert len(view.boxes) == 5  # a box per word of the review
     pixels = view.render(rows, labels)
     assert pixels.shape[1] <= CARD_PX  # shown at actual size in TensorBoard's card
     e = expected_row
-    summed = np.array([e[0], e[1], e[2:4].sum(), e[4], e[5], e[6:].sum()])  # acting, wonderful: two pieces each
-    np.testing.assert_array_equal(word_box_colours(view, pixels, 0), colors(summed))
+    means = np.array([e[1], e[2:4].mean(), e[4], e[5], e[6:].mean()])  # acting, wonderful: two pieces each
+    np.testing.assert_array_equal(word_box_colours(view, pixels, 0), colors(means))
     said = " ".join(t.get_text() for t in view.fig.texts).replace("\n", " ")
-    assert POOLED_ROW[pooling] in said and "word pieces joined, weights summed" in said and "fixed scale" in said
+    assert POOLED_ROW[pooling] in said and "the mean of its weights" in said and "fixed scale" in said
     other = "mean" if pooling == "cls" else "cls"
     assert POOLED_ROW[other] not in said
+
+
+def test_a_signed_paragraph_carries_the_scale_of_its_colours(monkeypatch):
+    """A signed paragraph (an attribution) draws its scale beside its label: orange at minus the text's largest
+    size, white at 0, blue at plus it, the ends written; an attention paragraph's label states [CLS]'s share."""
+    tokens = ["[CLS]", "a", "good", "film"]
+    rows = np.array([[9.0, 0.5, -2.0, 1.0], [0.4, 0.1, 0.2, 0.3]])  # the attribution's [CLS] value is no word's
+    view = ReviewText(tokens, 2, "t", signed=1)
+    pixels = view.render(rows, ["DecompX: blue for positive, orange against", "layer 0 \u00b7 mean of heads"])
+    label_line = pixels[view.head + 4 : view.head + text_view.TITLE_PX + 2]  # (rows, W, 3)
+    seen = {tuple(int(c) for c in px) for px in label_line.reshape(-1, 3)}
+    assert tuple(text_view.FOR) in seen and tuple(text_view.AGAINST) in seen  # both ends of the scale
+    _, values = view.word_colours(rows)
+    assert values[0].tolist() == [0.25, -1.0, 0.5]  # sized by the largest word, [CLS] left out
+    drawn, write = [], text_view.ImageDraw.ImageDraw.text
+    monkeypatch.setattr(
+        text_view.ImageDraw.ImageDraw, "text", lambda d, xy, t, **kw: drawn.append(t) or write(d, xy, t, **kw)
+    )
+    view.render(rows, ["DecompX", "layer 0 \u00b7 mean of heads"])
+    assert "\u22122" in drawn and "+2" in drawn  # the scale's ends: the largest size, 2
+    assert "layer 0 \u00b7 mean of heads \u00b7 [CLS] itself 0.4" in drawn
 
 
 def test_text_view_holds_a_whole_imdb_review_legibly():

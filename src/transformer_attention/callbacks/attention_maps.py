@@ -246,8 +246,10 @@ class AttentionMapLogger(Callback):
     def _text_view(
         self, example: Example, tokens: list[str], module: Any, layers: list, shares: Any, pred: int, names: list
     ) -> tuple[ReviewText, np.ndarray, list[str]]:
-        """The example's text view (made at its first logged step) and the rows and labels it renders now."""
+        """The example's text view (made at its first logged step) and the rows and labels it renders now; its
+        attribution explains the second class of two on every card (one meaning of blue), else the class predicted."""
         pooling = pooling_of(module)
+        explained = len(names) - 1 if len(names) == 2 else pred  # two classes: the same class on every card
         pooled, labels, scored = text_rows(
             module,
             example.ids,
@@ -256,8 +258,8 @@ class AttentionMapLogger(Callback):
             heads=self.text_heads,
             shares=shares,
             method=self.text_method,
-            predicted=pred,
-            class_name=names[pred],
+            predicted=explained,
+            class_name=names[explained],
         )
         if example.name not in self.views:
             title, scale, kind = example.title(names, None, pooling), self.scale, self.kind
