@@ -116,6 +116,28 @@ def test_a_bad_rationale_is_one_data_error_naming_the_file_split_and_row(tmp_pat
         module(data, rationale_column="rationale", scrub_pii=True)
 
 
+BAD_FLAGS = {  # a row of n words: its flags, and what the refusal says
+    "a 2": (lambda n: [0, 2] + [0] * (n - 2), "rationale flag 2 at word 1 is not 0 or 1"),
+    "one too many": (lambda n: [0] * (n + 1), "flags for"),
+    "a gap": (lambda n: [0.0, None] + [1.0] * (n - 2), "no value at position 1"),
+}
+
+
+@pytest.mark.parametrize("bad", BAD_FLAGS)
+def test_a_bad_row_of_parquet_flags_is_one_line_naming_the_file_split_and_row(tmp_path: Path, bad: str):
+    flags, says = BAD_FLAGS[bad]
+    frames = with_rationales(reviews(), as_words=False)
+    for df in frames.values():
+        df["rationale"] = [json.loads(v) for v in df["rationale"]]
+    frames["train"].at[5, "rationale"] = flags(len(frames["train"].loc[5, "text"].split()))
+    data = write(tmp_path / "data", frames, "parquet")
+    with pytest.raises(DataError) as e:
+        module(data, rationale_column="rationale").setup("fit")
+    line = str(e.value)
+    assert "train.parquet" in line and "split 'train' column 'rationale' row 5: " in line and says in line, line
+    assert "\n" not in line and len(line) < 600  # one line, however long the list
+
+
 def test_the_files_rationales_score_exactly_as_the_toy_sets_deciding_words(tmp_path: Path):
     net = tiny_module()
     data = write(tmp_path / "data", with_rationales(reviews(n_test=30), as_words=False), "jsonl")
