@@ -60,6 +60,14 @@ def check_rules(values: Mapping[str, Any], rules: Mapping[str, Rule], prefix: st
             raise ConfigError(f"{prefix}{key}={shown} must be {allowed}: e.g. {fix}")
 
 
+def as_list_example(given: str) -> str | None:
+    """`given`, one word or number typed where a list belongs (`analysis.methods=decompx`), as the one-item list
+    meant, `[given]`: the example a refusal prints (a config's own value, often null, would do something else);
+    None when `given` is not one plain item."""
+    plain = given.strip()
+    return f"[{plain}]" if plain and not any(c in plain for c in "[]{}(),'\" =") else None
+
+
 def closest(name: Any, known: Sequence[str]) -> str | None:
     """The known name nearest a misspelt `name`, for a "did you mean" hint; None when none is near."""
     near = difflib.get_close_matches(str(name), list(known), n=1)

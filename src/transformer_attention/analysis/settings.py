@@ -97,8 +97,16 @@ def known_methods() -> list[str]:
 
 
 def check_method_names(chosen: Any, key: str) -> list[str]:
-    """`chosen` (a list of method names) checked against `known_methods`; a ConfigError names an unknown one."""
-    return check_names(chosen, known_methods(), key, "an explanation method", in_list=True)
+    """`chosen` (a list of method names) checked against `known_methods`; a ConfigError names an unknown one, or an
+    empty list (null means all of them; to explain none, the analyses or pages that would are not asked for)."""
+    known = known_methods()
+    if isinstance(chosen, Sequence) and not isinstance(chosen, str) and not chosen:
+        some = ",".join(m for m in ("decompx", "integrated_gradients") if m in known) or known[0]
+        raise ConfigError(
+            f"{key}=[] names no explanation method: name some, e.g. '{key}=[{some}]', or {key}=null for all of "
+            "them (to explain none: no faithfulness analysis; in predict.py, save_attention=png)"
+        )
+    return check_names(chosen, known, key, "an explanation method", in_list=True)
 
 
 def sample_size(asked: int | None, available: int, key: str, split: str) -> int:

@@ -40,6 +40,18 @@ def check_integers_or_words(values: Iterable[str], where: str = "") -> None:
         )
 
 
+def label_names_fault(names: object, num_classes: object) -> str | None:
+    """What keeps `names` from naming `num_classes` classes (one distinct name per class id), or None."""
+    if not isinstance(names, list | tuple):
+        return f"label names {names!r} are not a list"
+    shown = [str(n) for n in names]
+    if len(names) != num_classes:
+        return f"{len(names)} label name(s), {shown}, for {num_classes} classes"
+    if twice := sorted({n for n in shown if shown.count(n) > 1}):
+        return f"label names {shown} give {', '.join(map(repr, twice))} to more than one class"
+    return None
+
+
 def labels_to_ids(
     labels: dict[str, list[Any]],
     label_names: list[str] | None = None,
@@ -50,6 +62,8 @@ def labels_to_ids(
     """`{split: raw labels}` -> (`{split: ids}`, label names). `label_names` (given, e.g. from a checkpoint:
     `names_from` says which, for messages) win over the data's `class_names`; `num_classes`, when set, must
     agree with both. Without given names the train split must hold two classes or more."""
+    if label_names and (fault := label_names_fault(list(label_names), len(label_names))):
+        raise DataError(f"{names_from}: {fault}: give one distinct name per class")
     first: dict[str, tuple[str, int, object]] = {}  # kind -> (split, row, value) of its first occurrence
     for split, values in labels.items():
         for row, value in enumerate(values):

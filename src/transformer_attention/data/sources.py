@@ -30,10 +30,15 @@ SPLIT_ALIASES = {
     **dict.fromkeys(("test", "testing"), "test"),
 }
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}
-LOCAL_HINT = (
-    "point the config at local files instead: data.path=../shared/data/imdb (a folder of train/validation/test "
-    ".parquet, .csv or .json files, or a save_to_disk folder), or data.data_files='{train: train.csv, test: test.csv}'"
-)
+
+
+def local_hint(name: str | None = None) -> str:
+    """How to give data set `name` (a hub name; None: any) as local files instead: its own name, no machine's paths."""
+    what = name.rsplit("/", 1)[-1] if name not in (None, "", "local") else "the data"
+    return (
+        f"data.path=<a folder holding {what} as train/validation/test .parquet, .csv or .json files, or as a "
+        "save_to_disk folder>, or data.data_files='{train: <train file>, test: <test file>}'"
+    )
 
 
 def load_columns(
@@ -97,7 +102,7 @@ def load_source(
             return _load_disk(p)
         return _load_files(_files_by_split(p), encoding, label_column)
     if name in ("local", "", None):
-        raise DataError(f"data.name={name!r} needs data.path=<folder or file> or data.data_files=...; {LOCAL_HINT}")
+        raise DataError(f"data.name={name!r} needs data.path=<folder or file> or data.data_files=...: {local_hint()}")
     return _load_hub(name)
 
 
@@ -120,7 +125,8 @@ def _load_hub(name: str) -> tuple[str, dict[str, Any]]:
         offline = any(os.environ.get(k, "").lower() in ("1", "true", "yes") for k in flags)
         why = "offline mode is on (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE) and it is not cached" if offline else str(err)
         raise DataError(
-            f"data.name={name!r} could not be loaded from the Hugging Face hub: {why}; {LOCAL_HINT}"
+            f"data.name={name!r} could not be loaded from the Hugging Face hub: {why}; "
+            f"point the config at local files instead: {local_hint(name)}"
         ) from err
 
 

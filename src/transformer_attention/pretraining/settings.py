@@ -189,13 +189,21 @@ def check_extra_folders(sources: Sequence[str]) -> None:
 
 def check_overrides(overrides: Sequence[str]) -> None:
     """pretrain.py runs only the pretraining of train.py's config: a command-line override of the fine-tuning's
-    trainer, callbacks or loggers would change nothing, so it is refused, naming the key that does."""
+    trainer, callbacks or loggers would change nothing, so it is refused, naming the key that does; the value moved
+    there is checked first, so the fix printed is one the pretraining's checks take."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
     for override in overrides:
         key, _, value = override.lstrip("+~").partition("=")
-        group = key.split(".", 1)[0]
-        if group in GROUPS:
-            fix = f"pretrain.{key}={value}" if "." in key else f"{group}@pretrain.{group}={value}"
-            raise ConfigError(
-                f"{override} sets the fine-tuning's {group}, which pretrain.py does not run: the pretraining's is "
-                f"pretrain.{group}: e.g. {fix}"
-            )
+        group, _, leaf = key.partition(".")
+        if group not in GROUPS:
+            continue
+        why = f"{override} sets the fine-tuning's {group}, which pretrain.py does not run: the pretraining's is "
+        parsed = OverridesParser.create().parse_override(override)
+        if group == "trainer" and leaf and not parsed.is_sweep_override() and not parsed.is_delete():
+            try:
+                check_trainer({leaf: parsed.value()}, prefix="pretrain.trainer.")
+            except ConfigError as err:  # its value is refused there too: that refusal's fix
+                raise ConfigError(f"{why}pretrain.trainer, where {err}") from None
+        fix = f"pretrain.{key}={value}" if leaf else f"{group}@pretrain.{group}={value}"
+        raise ConfigError(f"{why}pretrain.{group}: e.g. {fix}")

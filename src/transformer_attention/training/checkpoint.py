@@ -11,18 +11,30 @@ import pickle
 import re
 import warnings
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from ..data.labels import label_names_fault
 from ..data.tokenizer import risky_patterns
 from ..errors import CheckpointError, printable
 from ..files import atomic_write
 from ..module import ClassifierModule
+from .settings import ModelConfig
 
 REQUIRED_HPARAMS = ("vocab_size", "num_classes", "label_names")
+# what a classifier started from a pretrained encoder takes from it (and max_len, for learned positions)
+ARCHITECTURE = ("d_model", "num_heads", "num_layers", "dim_feedforward", "norm_first", "activation", "positional")
+
+
+def encoder_shape(hparams: dict[str, Any]) -> dict[str, Any]:
+    """The `ARCHITECTURE` settings of a pretrained encoder's hyperparameters, and max_len for learned positions."""
+    keys = (*ARCHITECTURE, "max_len") if hparams.get("positional") == "learned" else ARCHITECTURE
+    return {k: hparams[k] for k in keys if k in hparams}
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -44,6 +56,8 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             f"{p} ({p.stat().st_size} bytes) is not a checkpoint: a .ckpt is a zip archive written by torch.save, "
             f"this file starts with bytes {head.hex(' ')}; pass a .ckpt from a run's checkpoints/ folder"
         )
+    if head.startswith(b"PK"):
+        check_records(p)
     try:
         with warnings.catch_warnings():  # torch's pickle-protocol notes: the error below says it better
             warnings.simplefilter("ignore", UserWarning)
@@ -65,6 +79,56 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             f"'state_dict' and 'hyper_parameters', found {keys})"
         )
     return ckpt
+
+
+def check_records(p: Path) -> None:
+    """Each record of the zip at `p` read against its CRC-32, before torch reads any of it (torch checks none): bytes
+    changed since torch.save wrote them (a bad copy, a failing disk) are a CheckpointError naming the file. Skip-gram
+    vectors (pretrain.py's vectors.npz, also a zip) are named as such, with the command that fine-tunes from them."""
+    try:
+        with zipfile.ZipFile(p) as archive:
+            if {"vectors.npy", "known.npy"} <= set(archive.namelist()):
+                raise CheckpointError(word_vectors(p, archive))
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as err:
+        if not zipfile.is_zipfile(p):
+            return  # no zip directory (a truncated file): torch.load's error below names it
+        bad = f"({_reason(err)})"
+    if bad is not None:
+        raise CheckpointError(
+            f"checkpoint {p} is damaged: its record {printable(bad)} does not match the CRC-32 torch.save wrote for "
+            "it (the file changed after it was written: a bad copy or a failing disk); copy it again from where it "
+            "was written, or pick another .ckpt"
+        )
+
+
+def word_vectors(p: Path, archive: zipfile.ZipFile) -> str:
+    """The line for skip-gram vectors given where a classifier is expected: what they are, and the train.py command
+    that fine-tunes a classifier from them, its model settings checked as a run checks them."""
+    with archive.open("vectors.npy") as f:  # the array's header alone: its shape (V, dim)
+        major, _ = np.lib.format.read_magic(f)
+        header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        shape = header(f)[0]
+    dim, default_heads = int(shape[-1]), ModelConfig().num_heads
+    heads = max(h for h in range(1, default_heads + 1) if dim % h == 0)  # the most, up to the default's
+    return (
+        f"{p} holds skip-gram word vectors ({shape[0]} x {dim}, pretrain.py pretrain.method=skipgram), not a "
+        f"classifier: nothing in it classifies yet; fine-tune a classifier from them first: "
+        f"{fine_tune_command(p, {'d_model': dim, 'num_heads': heads})}"
+    )
+
+
+def fine_tune_command(p: Path, model: dict[str, Any]) -> str:
+    """`python train.py model.init_from=<p>` with the `model` settings a start from `p` needs (those that differ
+    from the defaults), checked first as a run checks them: a command that works when pasted."""
+    ModelConfig(init_from=str(p), **model)
+    default = ModelConfig()
+    given = [
+        f"model.{k}={str(v).lower() if isinstance(v, bool) else v}"
+        for k, v in model.items()
+        if v != getattr(default, k)
+    ]
+    return " ".join(["python train.py", f"model.init_from={p}", *given])
 
 
 NUMBERS = ("state_dict", "optimizer_states", "lr_schedulers")  # what a training computed, unlike callbacks' paths
@@ -101,13 +165,19 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if "mask_prob" in ckpt["hyper_parameters"]:
         raise CheckpointError(
             f"checkpoint {p} is a pretrained encoder (pretrain.py), not a classifier: nothing in it classifies yet; "
-            f"fine-tune it first: python train.py model.init_from={p}"
+            f"fine-tune it first: {fine_tune_command(p, encoder_shape(ckpt['hyper_parameters']))}"
         )
     missing = [k for k in REQUIRED_HPARAMS if k not in ckpt["hyper_parameters"]] + (
         [] if ckpt.get("tokenizer") else ["tokenizer"]
     )
     if missing:
         raise CheckpointError(f"checkpoint {p} is not a transformer-attention classifier checkpoint: no {missing}")
+    hparams = ckpt["hyper_parameters"]
+    if hparams["label_names"] and (fault := label_names_fault(hparams["label_names"], hparams["num_classes"])):
+        raise CheckpointError(
+            f"checkpoint {p} cannot name its classes: {printable(fault)}; a classifier's checkpoint holds one "
+            "distinct name per class (train.py writes them): pick another .ckpt, or retrain it (python train.py)"
+        )
     return ckpt
 
 
