@@ -57,12 +57,16 @@ class PaperDecomposition:
 
 def absdot(parts: Tensor, bias: Tensor) -> Tensor:
     """parts (..., K, E) plus bias (E,) or (..., E), shared over the K - 1 token slots by AbsDot; the last slot
-    takes the bias where no token can (all shares zero)."""
-    weight = (parts[..., :-1, :] * bias.unsqueeze(-2)).sum(dim=-1).abs()  # (..., K - 1)
+    takes the bias where no token can (all shares zero). `parts` (contiguous, a fresh result) is added to in place."""
+    K, E = parts.shape[-2:]
+    dots = parts @ bias if bias.dim() == 1 else (parts @ bias.unsqueeze(-1)).squeeze(-1)  # (..., K): x_k . b
+    weight = dots[..., :-1].abs()
     total = weight.sum(dim=-1, keepdim=True)
     share = weight / torch.where(total > 0, total, torch.ones_like(total))
     share = torch.cat([share, (total == 0).to(share.dtype)], dim=-1)  # (..., K)
-    return parts + share.unsqueeze(-1) * bias.unsqueeze(-2)
+    flat = parts.reshape(-1, K, E)  # (N, K, E)
+    outer = bias.reshape(-1, 1, E).expand(flat.shape[0], 1, E)  # (N, 1, E)
+    return flat.baddbmm_(share.reshape(-1, K, 1), outer).view(parts.shape)  # parts + share_k b, in place
 
 
 def bias_of(layer: nn.Linear | nn.LayerNorm, dtype: torch.dtype) -> Tensor | None:
@@ -80,9 +84,8 @@ def layer_norm(parts: Tensor, layer: nn.LayerNorm) -> Tensor:
     """The norm on each part (..., T, K, D), held at the deviation of their sum (the actual input); beta shared."""
     actual = parts.sum(dim=-2)  # (..., T, D)
     std = (actual.var(dim=-1, unbiased=False, keepdim=True) + layer.eps).sqrt().unsqueeze(-2)  # (..., T, 1, 1)
-    out = (parts - parts.mean(dim=-1, keepdim=True)) / std
-    if layer.weight is not None:
-        out = out * layer.weight.to(parts.dtype)
+    scale = 1 / std if layer.weight is None else layer.weight.to(parts.dtype) / std  # (..., T, 1, D)
+    out = (parts - parts.mean(dim=-1, keepdim=True)).mul_(scale)
     bias = bias_of(layer, parts.dtype)
     return out if bias is None else absdot(out, bias)
 
@@ -112,7 +115,7 @@ def feed_forward(parts: Tensor, layer: TransformerEncoderLayer) -> Tensor:
     for start in range(0, T, step):
         u = linear(parts[:, start : start + step], layer.linear1)  # (B, n, K, F)
         slope = secant_slope(u.sum(dim=-2), layer.activation).unsqueeze(-2)  # (B, n, 1, F) at the actual u
-        out.append(linear(u * slope, layer.linear2))
+        out.append(linear(u.mul_(slope), layer.linear2))
     return torch.cat(out, dim=1)
 
 
