@@ -33,7 +33,7 @@ from .attributions import attribute
 from .passes import Passes
 from .plausibility import add_plausibility
 from .removal import keeping, without
-from .report import CURVE, Faithfulness
+from .report import CURVE, NEAR_EVEN, Faithfulness
 
 __all__ = ["Explained", "Faithfulness", "eraser_scores", "explain_texts", "faithfulness", "passes"]
 
@@ -234,6 +234,11 @@ def faithfulness(
         }
         curves = [e.scores[method]["curve"] for e in explained]
         report.curves[method] = np.mean(curves, axis=0).tolist() if curves else []
+    if explained:  # nAOPC's texts (a text without bounds has none for any method) and the near-even ones
+        report.naopc_texts = sum(
+            any(not math.isnan(s.get("naopc", math.nan)) for s in e.scores.values()) for e in explained
+        )
+        report.near_even = sum(e.probability < (1 + NEAR_EVEN) / 2 for e in explained)
     if rationales is not None:
         report.plausible = add_plausibility(report, [e.attributions for e in explained], [rationales[i] for i in kept])
     for i, e in zip(kept[:EXAMPLES], explained, strict=False):

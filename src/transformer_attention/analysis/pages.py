@@ -15,10 +15,10 @@ from .agreement import BOUNDS_MAX_WORDS
 from .attributions import attribute
 from .faithfulness import Explained
 from .methods import TEXT_METHOD, Options, methods
+from .report import NEAR_EVEN
 
 MEASURES = ("comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients")
 PAGE_PASSES = 8  # a training run's page computes the methods whose work on its text is at most 8 forward passes
-NEAR_EVEN = 0.2  # a prediction whose class leads the next by less than this is near even: its scores say little
 
 
 def page_methods() -> dict[str, Any]:
@@ -36,9 +36,8 @@ def quick_methods(length: int, classes: int) -> list[str]:
     """The methods whose work on a text of `length` tokens costs at most PAGE_PASSES forward passes (TEXT_METHOD
     always): what a training run's pages compute at the end of fit."""
     options = Options()
-    return [
-        n for n, m in methods().items() if n == TEXT_METHOD or m.passes(length, classes, options).cost <= PAGE_PASSES
-    ]
+    cheap = {n for n, m in methods().items() if m.passes(length, classes, options).cost <= PAGE_PASSES}
+    return [n for n in methods() if n in cheap or n == TEXT_METHOD]
 
 
 def quick_words(
@@ -50,8 +49,9 @@ def quick_words(
     (found,), _ = attribute(net, [list(map(int, ids))], [target], mask_id=None, methods=chosen)
     left = [m.label for n, m in methods().items() if n not in chosen]
     note = (
-        f"A training run's page shows the methods that cost at most {PAGE_PASSES} passes of the model on this text; "
-        f"predict.py's page of it (save_attention=html) adds {', '.join(left)} and each method's faithfulness."
+        f"A training run's page shows the methods that cost at most {PAGE_PASSES} passes of the model on this "
+        f"text; predict.py's page of it (save_attention=html) adds {', '.join(left)} and each method's "
+        "faithfulness."
     )
     return {
         "attributions": {m: a.tolist() for m, a in found.items()},
@@ -75,8 +75,8 @@ def page_words(
     k = ", ".join(m.split("@")[1] for m in first if m.startswith("sufficiency@"))
     words = len(next(iter(explained.attributions.values()))) - 1  # tokens but [CLS]
     notes = [
-        f"For the class {target}; this text's words {removal}; comprehensiveness and sufficiency: the mean over the "
-        f"top {k}% of its words.",
+        f"for the class {target}; this text's words {removal}; comprehensiveness and sufficiency: the mean over "
+        f"the top {k}% of its words.",
         near_even(probabilities, target),
         naopc_note(explained.scores, words, target),
     ]

@@ -7,9 +7,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .agreement import BOUNDS_MAX_WORDS
 from .removal import REMOVAL_PHRASES
 
 CURVE = tuple(range(0, 101, 10))  # the deletion curve: % of a text's words removed
+NEAR_EVEN = 0.2  # a class that leads the next by less (p < 0.6 of two) is near even: its scores say little
 PLAUSIBILITY = {  # plausibility.py's measures the tables show (average precision: the JSON only), by header
     "auprc": "AUPRC",
     "token_f1": "token F1",
@@ -32,6 +34,8 @@ class Faithfulness:
     curves: dict[str, list[float]] = field(default_factory=dict)  # method -> mean drop at each CURVE point
     examples: list[dict[str, Any]] = field(default_factory=list)
     plausible: int = 0  # texts whose deciding words are known (toy set, rationales), scored for plausibility
+    naopc_texts: int | None = None  # texts with nAOPC's bounds (None: not counted)
+    near_even: int = 0  # texts whose class explained has p < (1 + NEAR_EVEN) / 2
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +50,8 @@ class Faithfulness:
             "sem": self.sem,
             "deletion_curves": self.curves,
             "plausibility_texts": self.plausible,
+            "naopc_texts": self.naopc_texts,
+            "near_even_texts": self.near_even,
             "examples": self.examples,
         }
 
@@ -65,7 +71,28 @@ class Faithfulness:
             text = [f"{v:.3f}" for v in cells] + [_cell(s.get(m), e.get(m), tau=m.startswith("tau")) for m in shown]
             text.append(_seconds(s.get("seconds_per_text")))
             lines.append(f"| {method} | " + " | ".join(text) + " |")
-        return lines
+        return lines + ([""] + [f"- {note}" for note in self.notes()] if self.notes() else [])
+
+    def notes(self) -> list[str]:
+        """What the tables' numbers cannot say: why nAOPC is missing where it is, and how many texts the model is
+        near even on (removing words can raise p there: a negative comprehensiveness says little of a method)."""
+        notes, n = [], self.naopc_texts
+        if n is not None and n < self.texts:
+            why = (
+                f"a text over {BOUNDS_MAX_WORDS} words has none (their search costs n(n + 1) passes), nor one "
+                "where no removal moves p, nor any when the search is switched off"
+            )
+            notes.append(
+                f"nAOPC: over the {n} of {self.texts} texts with its bounds ({why})" if n else f"no nAOPC: {why}"
+            )
+        if self.near_even:
+            p = (1 + NEAR_EVEN) / 2
+            notes.append(
+                f"{self.near_even} of {self.texts} texts are near even (p < {p:.1f} for the class explained): "
+                "removing words can raise p there, so comprehensiveness can be negative; their scores say little of "
+                "a method"
+            )
+        return notes
 
     def summary(self) -> list[str]:
         """A few aligned lines for the console: comprehensiveness, sufficiency, AOPC, nAOPC and plausibility (AUPRC,
@@ -80,7 +107,7 @@ class Faithfulness:
         for method in sorted(self.scores, key=lambda m: -self.scores[m]["aopc"]):
             cells = "".join(f"{self.scores[method][m]:>8.3f}" for m in measures)
             lines.append(f"{method:<24}{cells}{_seconds(self.scores[method].get('seconds_per_text')):>9}")
-        return lines
+        return lines + self.notes()
 
     def _measured(self, measure: str) -> bool:
         """Whether any method has a value of `measure` (nAOPC has none when its bounds were not searched)."""
