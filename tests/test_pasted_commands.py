@@ -1,15 +1,22 @@
 """A command the project prints is one a person can paste: through a real shell and then Hydra, each value arrives
-as it was, a sweep job's folder (`=` and `,` in its name) included."""
+as it was, a sweep job's folder (`=` and `,` in its name) included; and pasted back into bash in the folder it
+was printed in, each runs: train's resume line, a sweep's and an IMDB-shaped run's skipped-analysis lines (the
+lines of a stopped evaluate.py or test: tests/test_analysis_signal.py)."""
 
 from __future__ import annotations
 
+import random
+import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
+import pandas as pd
 import pytest
-from conftest import ROOT, entry_env
+from conftest import ROOT, TINY, entry_env, run_dirs, run_entry
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from transformer_attention.callbacks.analysis import ModelAnalysis
@@ -54,3 +61,90 @@ def test_a_skipped_analysis_command_runs_as_printed_from_a_sweep_jobs_folder(tin
                           timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "head importance" in proc.stdout + proc.stderr
+
+
+def printed_command(output: str, after: str) -> str:
+    """The command printed on the line after the one ending with `after` (`resume with:`, `to run it:`)."""
+    lines = output.splitlines()
+    found = [lines[i + 1].strip() for i, line in enumerate(lines[:-1]) if line.rstrip().endswith(after)]
+    assert found, f"no line ending with {after!r} in:\n{output[-3000:]}"
+    return found[-1]
+
+
+def paste(command: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    """`command` as printed, run by bash in `cwd`: `python <entry>.py` is this interpreter and the repository's
+    entry, every other word as the shell reads it."""
+    entry = re.match(r"python (\w+\.py) ", command)
+    assert entry, command
+    ours = f"{shlex.quote(sys.executable)} {shlex.quote(str(ROOT / entry.group(1)))} "
+    pasted = ours + command[entry.end() :]
+    run = {"cwd": cwd, "env": entry_env(), "capture_output": True, "text": True, "timeout": timeout}
+    return subprocess.run(["bash", "-c", pasted], **run)
+
+
+@pytest.mark.slow
+def test_the_resume_line_of_a_stopped_training_runs_as_printed(tmp_path: Path):
+    from test_resume import RESUMABLE, interrupt_mid_training
+
+    overrides = [*RESUMABLE, f"paths.log_dir={tmp_path / 'outputs'}"]
+    stopped = interrupt_mid_training(overrides, tmp_path, signal.SIGTERM)
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-3000:]
+    command = printed_command(stopped.stdout + stopped.stderr, "resume with:")
+    resumed = paste(command, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Restored all states from the checkpoint" in resumed.stdout + resumed.stderr
+    assert "final metrics" in resumed.stdout and len(run_dirs(tmp_path / "outputs")) == 1  # in the run's folder
+
+
+SKIP_ANALYSIS = ["callbacks.model_analysis.max_cost=0.0001", "callbacks.model_analysis.analyses=[heads]"]
+
+
+@pytest.mark.slow
+def test_a_sweeps_skipped_analysis_lines_run_as_printed(tmp_path: Path):
+    args = [*TINY, "model.num_heads=1,2", *SKIP_ANALYSIS, "callbacks.attention_maps=null", "paths.log_dir=outputs"]
+    sweep = run_entry("train.py", "-m", *args, cwd=tmp_path)
+    output = sweep.stdout + sweep.stderr
+    commands = [line.strip() for line in output.splitlines() if line.strip().startswith("python evaluate.py")]
+    assert len(commands) == 2 and all("0_model" in c or "1_model" in c for c in commands), commands
+    pasted = paste(commands[-1], tmp_path)  # the second job's: its folder's name holds = and ,
+    assert pasted.returncode == 0, pasted.stderr[-3000:]
+    assert "head importance" in pasted.stdout and "was trained on" not in pasted.stdout + pasted.stderr
+
+
+def write_imdb_shaped(folder: Path) -> Path:
+    """Train and test parquet files (`text`, `label`), no validation split: it is carved from train, as IMDB's."""
+    rng = random.Random(0)
+    words = {
+        1: "fine warm great fun moving lovely clever wonderful".split(),
+        0: "dull silly poor bad boring flat".split(),
+    }
+    filler = "the a film story plot acting cast script scene movie and with of it was".split()
+    folder.mkdir()
+    for split, n in (("train", 240), ("test", 60)):
+        texts = [[*rng.choices(filler, k=10), *rng.choices(words[i % 2], k=3)] for i in range(n)]
+        for text in texts:
+            rng.shuffle(text)
+        pd.DataFrame({"text": [" ".join(t) for t in texts], "label": [i % 2 for i in range(n)]}).to_parquet(
+            folder / f"{split}.parquet"
+        )
+    return folder
+
+
+@pytest.mark.slow
+def test_the_skipped_analysis_line_of_an_imdb_shaped_run_runs_as_printed(tmp_path: Path):
+    """The IMDB recipe (data set, length and validation split from its experiment and `data.path`) made small: the
+    printed evaluate.py command tests the checkpoint on the data and length it was trained on."""
+    data = write_imdb_shaped(tmp_path / "imdb")
+    small = ["model.init_from=null", "model.ngram_buckets=0", "model.d_model=16", "model.dim_feedforward=32"]
+    args = ["experiment=imdb", "data.path=imdb", *small, "data.max_length=40", "trainer.max_epochs=1"]
+    args += ["trainer.enable_progress_bar=false", "callbacks.attention_maps=null", *SKIP_ANALYSIS]
+    trained = run_entry("train.py", *args, "paths.log_dir=outputs", cwd=tmp_path)
+    command = printed_command(trained.stdout + trained.stderr, "to run it:")
+    assert "data" not in command.split("ckpt_path", 1)[1].split(" ", 1)[1]  # the checkpoint records its data
+    pasted = paste(command, tmp_path)
+    assert pasted.returncode == 0, pasted.stderr[-3000:]
+    said = pasted.stdout + pasted.stderr
+    assert f"data {data}" in said and "was trained on" not in said  # its own files, at its own length
+    assert "head importance" in pasted.stdout
+    tested = re.search(r"^\s+test/loss\s+(\S+)$", pasted.stdout, flags=re.M)
+    assert tested and tested.group(1) == re.search(r"^\s+test/loss\s+(\S+)$", trained.stdout, flags=re.M).group(1)
