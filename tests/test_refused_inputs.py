@@ -28,7 +28,7 @@ from transformer_attention.data.labels import labels_to_ids
 from transformer_attention.data.sources import load_source
 from transformer_attention.errors import CheckpointError, ConfigError, DataError
 from transformer_attention.module import ClassifierModule
-from transformer_attention.pretraining.settings import check_overrides
+from transformer_attention.pretraining.settings import PretrainConfig, check_overrides
 from transformer_attention.tasks.evaluate import evaluate
 from transformer_attention.tasks.predict import main as predict_main
 from transformer_attention.training.checkpoint import load_module, read_checkpoint
@@ -64,6 +64,7 @@ def test_an_empty_list_of_methods_is_refused_wherever_settings_are_built():
 )
 def test_a_single_value_given_for_a_list_is_offered_as_its_one_item_list(given: str, example: str | None):
     assert as_list_example(given) == example
+    assert as_list_example(given, fits=lambda items: False) is None  # a list the key does not take: no example
 
 
 @pytest.mark.xfail(strict=True, reason="needs the one-line hook in cli/entry.py's refusal() (as_list_example)")
@@ -229,3 +230,16 @@ def test_pretrains_fix_for_a_fine_tuning_trainer_key_passes_the_pretrainings_che
     pasted = line.rsplit("e.g. ", 1)[1]
     check_overrides([pasted])  # pretrain.py takes it
     check_config(conf(pasted, config_name="pretrain", resolve=False), "pretrain")
+
+
+@pytest.mark.parametrize(("given", "example"), [("imdb", "[imdb]"), (5, "[imdb:unsupervised]")])
+def test_extra_texts_given_as_one_value_are_refused_with_a_list_that_passes(given, example: str):
+    with pytest.raises(ConfigError) as err:
+        PretrainConfig.from_values({"extra_texts": given})
+    line = str(err.value)
+    assert (
+        line.startswith(f"pretrain.extra_texts={given!r} must be a list")
+        and f"'pretrain.extra_texts={example}'" in line
+    )
+    pasted = OmegaConf.from_dotlist([shlex.split(line.rsplit("e.g. ", 1)[1])[0]])  # as Hydra reads it
+    assert PretrainConfig.from_values(OmegaConf.to_container(pasted.pretrain)).extra_texts == (example[1:-1],)

@@ -60,12 +60,14 @@ def check_rules(values: Mapping[str, Any], rules: Mapping[str, Rule], prefix: st
             raise ConfigError(f"{prefix}{key}={shown} must be {allowed}: e.g. {fix}")
 
 
-def as_list_example(given: str) -> str | None:
+def as_list_example(given: str, fits: Callable[[list[str]], bool] = lambda items: True) -> str | None:
     """`given`, one word or number typed where a list belongs (`analysis.methods=decompx`), as the one-item list
-    meant, `[given]`: the example a refusal prints (a config's own value, often null, would do something else);
-    None when `given` is not one plain item."""
+    meant, `[given]`, when `fits` takes it (the list's element type): the example a refusal prints, where the
+    config's own value (often null) would do something else. None when `given` is not one plain item or not fit."""
     plain = given.strip()
-    return f"[{plain}]" if plain and not any(c in plain for c in "[]{}(),'\" =") else None
+    if not plain or any(c in plain for c in "[]{}(),'\" =") or not fits([plain]):
+        return None
+    return f"[{plain}]"
 
 
 def closest(name: Any, known: Sequence[str]) -> str | None:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..checks import Rule, check_rules, closest, is_number, settings_of, whole
+from ..checks import Rule, as_list_example, check_rules, closest, is_number, settings_of, whole
 from ..data.sources import FORMATS, SPLIT_ALIASES
 from ..errors import ConfigError
 from ..model.config import encoder_fields
@@ -82,9 +82,11 @@ class PretrainConfig:
             raise ConfigError(f"pretrain.method={self.method!r} is not a pretraining method: {hint}use one of {names}")
         texts = self.extra_texts
         if not isinstance(texts, tuple | list) or not all(isinstance(t, str) for t in texts):
+            example = as_list_example(texts) if isinstance(texts, str) else None  # one name: the list of it
+            shown = list(texts) if isinstance(texts, tuple) else texts
             raise ConfigError(
-                f"pretrain.extra_texts={texts!r} must be a list of files, folders or hub names: "
-                "e.g. pretrain.extra_texts=[../shared/data/imdb]"
+                f"pretrain.extra_texts={shown!r} must be a list of files, folders or hub names: "
+                f"e.g. 'pretrain.extra_texts={example or '[imdb:unsupervised]'}'"
             )
         check_extra_folders(texts)
         if self.without_extra_texts not in WITHOUT_EXTRA_TEXTS:
@@ -117,7 +119,8 @@ class PretrainConfig:
         values = dict(values)
         skipgram = values.get("skipgram") or {}
         values["skipgram"] = settings_of(SkipgramConfig, skipgram, "pretrain.skipgram.", "the skip-gram vectors")
-        values["extra_texts"] = tuple(values.get("extra_texts") or ())
+        texts = values.get("extra_texts") or ()
+        values["extra_texts"] = tuple(texts) if isinstance(texts, list | tuple) else texts  # else: refused as it is
         settings = settings_of(cls, values, "pretrain.", "the pretraining")
         return settings if model is None else replace(settings, encoder=settings.encoder_of(model))
 
@@ -183,7 +186,7 @@ def check_extra_folders(sources: Sequence[str]) -> None:
             raise ConfigError(
                 f"pretrain.extra_texts: {source!r} holds no {split}.* data file ({', '.join(FORMATS)}; it holds "
                 f'{shown}): put its texts in {where / split}.jsonl, one {{"text": ...}} a line (or a .csv, .parquet '
-                "with a text column), or give a folder of such files: e.g. pretrain.extra_texts=[../shared/data/imdb]"
+                "with a text column), or give a folder of such files"
             )
 
 
