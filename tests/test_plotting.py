@@ -277,9 +277,25 @@ def test_rollout_bars_show_the_shares():
     bar_area = (slice(bars.top, bars.top + bars.height), slice(bars.left + 1, bars.left + bars.width - 1))
     differ = np.abs(fast[bar_area].astype(int) - full[bar_area].astype(int)).max(axis=2) > 40
     assert differ.mean() < 0.08  # the same bars; edges and the value texts (another font renderer) differ a little
-    assert [t.get_text() for t in bars.values] == ["0.50", "0.10", "0.30", "0.10"]
+    assert [t.get_text() for t in bars.values] == ["0.5", "0.1", "0.3", "0.1"]
     widths = [b.get_width() for b in bars.bars]
     assert widths == pytest.approx(shares.tolist())
+
+
+def test_a_long_texts_rollout_bars_fit_its_shares():
+    """Near-even shares of a 1,024-token text (about 0.001 each) on an axis of 0.01, not 0-1, each value to 3
+    significant digits (none reads "0.00"); a share past the axis is cut there and marked."""
+    from transformer_attention.plotting.bars import axis_top
+
+    assert [axis_top(n) for n in (4, 10, 24, 100, 1024)] == [1.0, 1.0, 0.5, 0.1, 0.01]
+    shares = np.array([0.3, 0.00123, 0.0009, 0.002], dtype=np.float64)
+    bars = RolloutBars(["[CLS]", "not", "good", "."], "rollout", length=1024)
+    bars.draw(shares)
+    assert [t.get_text() for t in bars.values] == ["0.3 \u25b8", "0.00123", "0.0009", "0.002"]
+    assert [b.get_width() for b in bars.bars] == pytest.approx([0.01, 0.00123, 0.0009, 0.002])
+    fast = bars.render(shares)
+    row = fast[bars.top + bars.ROW_PX // 2, bars.left : bars.left + bars.width]  # the first bar: the whole axis
+    assert (np.abs(row.astype(int) - row[0].astype(int)).max(axis=1) < 10).all()
     fig = plot_rollout(["[CLS]", "a", "b"], [np.eye(3)[None], np.eye(3)[None]], "identity")
     assert [round(b.get_width(), 6) for b in fig.axes[0].patches] == [1.0, 0.0, 0.0]  # [CLS] reads only itself
 

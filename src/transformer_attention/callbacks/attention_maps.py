@@ -171,10 +171,10 @@ class AttentionMapLogger(Callback):
                     maps = np.concatenate([maps, maps.mean(axis=0, keepdims=True)])  # (H + 1, n, n)
                 status = f"layer {layer} of {len(layers)} \u00b7 step {step} \u00b7 pred: {said}"
                 self.writer.send(writers, f"{at}/layer_{layer}", step, description, grid.render, maps, status)
-            if bars is not None:
+            if bars is not None and len(layers) > 1:  # a 1-layer rollout is that layer's mean: drawn already
                 status = f"what {POOLED_ROW[pooling]} reads through {plural(len(layers), 'layer')} \u00b7 step {step}"
                 self.writer.send(writers, f"{at}/rollout", step, description, bars.render, shares[keep], status)
-            images += len(layers) + (bars is not None)
+            images += len(layers) + (bars is not None and len(layers) > 1)
             if self.text and labelled:
                 view, pooled, labels = self._text_view(example, tokens, pl_module, layers, shares, pred, names)
                 status = f"step {step} \u00b7 pred: {said} \u00b7 true: {truth}"
