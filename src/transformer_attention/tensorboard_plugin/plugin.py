@@ -21,7 +21,7 @@ from .summary import PLUGIN_NAME, PageError, read_page
 EVERY = 1 << 30  # downsample: every step TensorBoard kept (`--samples_per_plugin=attention=0` keeps them all)
 HINT = (
     "No attention pages in {run}: the attention-maps callback logs them at each step it draws the maps "
-    "(docs/tensorboard.md)."
+    "(docs/loggers.md)."
 )
 
 
