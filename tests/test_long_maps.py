@@ -108,7 +108,6 @@ def test_a_one_layer_text_view_shows_the_review_once(tmp_path, monkeypatch):
     decompx = "DecompX: blue for positive, orange against"  # first: the signed decomposition (text_method)
     assert one[1:] == ["layer 0 \u00b7 mean of heads"] and one[0] == decompx  # two classes: the second, always
     assert two[1:] == ["layer 0 \u00b7 mean of heads", "layer 1 \u00b7 mean of heads", "rollout through 2 layers"]
-    tags = {
-        n: EventAccumulator(str(next((tmp_path / str(n)).rglob("events.*")))).Reload().Tags()["images"] for n in (1, 2)
-    }
+    events = {n: EventAccumulator(str(next((tmp_path / str(n)).rglob("events.*")))) for n in (1, 2)}
+    tags = {n: e.Reload().Tags()["images"] for n, e in events.items()}
     assert not any(t.endswith("/rollout") for t in tags[1]) and any(t.endswith("/rollout") for t in tags[2])
