@@ -43,7 +43,6 @@ from .report import Faithfulness
 ERASER_BINS = (1, 5, 10, 20, 50)  # % of a text's words removed or kept (ERASER's AOPC thresholds, metrics.py)
 PIECES = "mean"  # how a word's pieces make its one score (plotting.words.word_values)
 LONG_TOKENS = 50_000  # off a terminal, reruns of this many tokens or more log where they are (movie reviews: ~60)
-WORD_MEASURES = ("auprc", "average_precision", "token_f1")
 
 
 class Rationale(NamedTuple):
@@ -100,9 +99,9 @@ def text_scores(scores: np.ndarray, flags: np.ndarray) -> dict[str, float] | Non
     }
 
 
-def top_words(k: float, n: int) -> int:
+def top_words(k: int, n: int) -> int:
     """How many of `n` words ERASER's "top k%" is: int(k% x n), as their baselines count, at least one."""
-    return min(n, max(1, int(k * n // 100)))
+    return min(n, max(1, k * n // 100))
 
 
 @dataclass(frozen=True)
