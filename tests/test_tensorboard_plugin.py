@@ -214,9 +214,23 @@ def test_the_tab_is_active_only_with_its_data(logged, tmp_path: Path):
     assert listing["enabled"] is True and listing["tab_name"] == "Attention"
     assert listing["loading_mechanism"]["type"] == "IFRAME"
     assert listing["loading_mechanism"]["module_path"].endswith(f"/{PLUGIN_NAME}/static/index.js")
+    entry = tensorboard_app(logged[0]).get("/data/plugin_entry.html", query_string={"name": PLUGIN_NAME})
+    assert 'import("./static/index.js")' in entry.get_data(as_text=True)  # TensorBoard's frame loads the tab
     empty = tmp_path / "empty"
     write_run(empty, [])
     app = tensorboard_app(empty)
     assert app.get("/data/plugins_listing").get_json()[PLUGIN_NAME]["enabled"] is False
     runs = app.get(f"{ROUTE}/runs").get_json()["runs"]
     assert all(r["examples"] == [] and r["hint"].startswith("No attention pages") for r in runs)
+
+
+def test_a_page_logged_after_the_logger_closed_still_reaches_the_tab(logged, tmp_path: Path):
+    experiment = TensorBoardLogger(str(tmp_path), name="late", version="").experiment
+    log_page(experiment, TAG, page_data(**logged[1], caption="before"), 1)
+    experiment.close()  # as after fit: the file writer is gone
+    size = log_page(experiment, TAG, page_data(**logged[1], caption="after"), 2)
+    assert size > 0 and len(list((tmp_path / "late").glob("events.out.tfevents.*"))) == 2
+    app = tensorboard_app(tmp_path)
+    assert app.get(f"{ROUTE}/runs").get_json()["runs"][0]["examples"] == [{"tag": TAG, "steps": [1, 2]}]
+    page = app.get(f"{ROUTE}/page", query_string={"run": "late", "tag": TAG, "step": 2}).get_data(as_text=True)
+    assert read_attention_data(page, raw=True)["caption"] == "after"
