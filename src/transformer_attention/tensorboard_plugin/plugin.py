@@ -34,7 +34,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
         self._provider = context.data_provider
 
     def get_plugin_apps(self) -> dict[str, Any]:
-        return {"/runs": self._serve_runs, "/page": self._serve_page, "/static/*": self._serve_static}
+        routes = {"/runs": self._serve_runs, "/page": self._serve_page, "/static/*": self._serve_static}
+        return {route: wrappers.Request.application(serve) for route, serve in routes.items()}
 
     def is_active(self) -> bool:
         return False  # active where a run holds the plugin's data: TensorBoard asks the data provider
@@ -51,7 +52,6 @@ class AttentionPlugin(base_plugin.TBPlugin):
             run_tag_filter=provider.RunTagFilter(runs=runs, tags=tags),
         )
 
-    @wrappers.Request.application
     def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
         """{"runs": [{"run", "examples": [{"tag", "steps"}], "hint"}]}: every run, a hint where it has no page."""
         ctx, eid = plugin_util.context(request.environ), plugin_util.experiment_id(request.environ)
@@ -64,7 +64,6 @@ class AttentionPlugin(base_plugin.TBPlugin):
             runs.append({"run": run, "examples": examples, "hint": "" if examples else HINT.format(run=run)})
         return http_util.Respond(request, {"runs": runs}, "application/json")
 
-    @wrappers.Request.application
     def _serve_page(self, request: wrappers.Request) -> wrappers.Response:
         """The page of ?run=&tag=&step=, or one line saying why not (the tab shows it in the page's place)."""
         run, tag, step = (request.args.get(k) for k in ("run", "tag", "step"))
@@ -85,7 +84,6 @@ class AttentionPlugin(base_plugin.TBPlugin):
             return _line(request, f"the page of {where} cannot be shown: {e}", code=500)
         return http_util.Respond(request, html, "text/html")
 
-    @wrappers.Request.application
     def _serve_static(self, request: wrappers.Request) -> wrappers.Response:
         name = request.path.rpartition("/static/")[2]
         body = static_file(name)
