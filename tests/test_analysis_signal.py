@@ -1,9 +1,10 @@
-"""SIGTERM during the end-of-fit analysis: the fit is done and saved, so the run says what stopped and gives the
-evaluate.py command that runs the analysis on the saved checkpoint, exits with the shell's status, prints no
-traceback and lets go of its locks."""
+"""SIGTERM after the fit, or in evaluate.py: in train.py's end-of-fit analysis, in its test, in evaluate.py's
+analyses. Each stop keeps what was measured (metrics.json), says what stopped and a command that, pasted, does what
+is left, exits with the shell's status, prints no traceback and lets go of its locks."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -13,9 +14,23 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-from conftest import ROOT, TINY, entry_env
+from conftest import ROOT, TINY, entry_env, run_dirs
+from test_pasted_commands import paste, printed_command
 
-MARKER = "faithfulness: 250 texts"  # the console log says where the faithfulness analysis is: 200 texts or more
+# an entry point with one function made slow, so a signal surely lands in it: it prints MARKER when it starts
+SLOWED = """
+import runpy, sys, time
+from {module} import {owner} as owner
+real = owner.{name}
+def slowed(*args, **kwargs):
+    print({marker!r}, flush=True)
+    time.sleep({pause})
+    return real(*args, **kwargs)
+owner.{name} = slowed
+sys.argv = [{entry!r}, *sys.argv[1:]]
+runpy.run_path({entry!r}, run_name="__main__")
+"""
+MARKER = "slowed part started"
 
 
 def read_lines(stream: IO[str]) -> tuple[list[str], threading.Thread]:
@@ -41,22 +56,21 @@ def wait_for(lines: list[str], marker: str, proc: subprocess.Popen, timeout_s: f
     return any(marker in line for line in lines)
 
 
-@pytest.mark.slow
-def test_a_sigterm_in_the_end_of_fit_analysis_says_how_to_run_it_again(tmp_path: Path):
-    log_dir = tmp_path / "outputs"
-    tiny = [o for o in TINY if not o.startswith("data.toy_size")]  # a validation split of 250 texts: the analysis
-    # IG slow enough to be stopped (captum's Gauss-Legendre steps: 100000 would need a 75 GB matrix)
-    analysis = ["callbacks.model_analysis.max_cost=null", "analysis.ig_steps=2000", "analysis.samples=250"]
-    args = [*tiny, "data.toy_size=2500", *analysis, "callbacks.attention_maps=null", f"paths.log_dir={log_dir}"]
-    command = [sys.executable, str(ROOT / "train.py"), *args]
-    proc = subprocess.Popen(
-        command, cwd=tmp_path, env=entry_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+def stopped_in(slowed: str, entry: str, args: list[str], cwd: Path, pause: float = 600) -> tuple[int, str, str]:
+    """Run `entry` with `slowed` (`module:owner.name`) pausing `pause` seconds each call, send SIGTERM once it has
+    started, and return the exit status, stdout and stderr."""
+    module, _, rest = slowed.partition(":")
+    owner, name = rest.split(".")
+    script = cwd / "slowed.py"
+    where = {"module": module, "owner": owner, "name": name, "entry": str(ROOT / entry)}
+    script.write_text(SLOWED.format(**where, marker=MARKER, pause=pause))
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    proc = subprocess.Popen([sys.executable, str(script), *args], cwd=cwd, env=entry_env(), **pipes)
     (out, out_reader), (err, err_reader) = read_lines(proc.stdout), read_lines(proc.stderr)
     try:
-        reached = wait_for(out, MARKER, proc, timeout_s=600)
+        reached = wait_for(out, MARKER, proc, timeout_s=300)
         said = "".join(out)[-3000:] + "".join(err)[-3000:]
-        assert reached and proc.poll() is None, f"no {MARKER!r} line while train.py ran (600 s at most):\n{said}"
+        assert reached and proc.poll() is None, f"{slowed} was not reached while {entry} ran:\n{said}"
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=120)
     finally:
@@ -64,9 +78,66 @@ def test_a_sigterm_in_the_end_of_fit_analysis_says_how_to_run_it_again(tmp_path:
             proc.kill()
     for reader in (out_reader, err_reader):
         reader.join(timeout=30)  # the child has exited: its pipes end
-    stdout, stderr = "".join(out), "".join(err)
-    assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    return proc.returncode, "".join(out), "".join(err)
+
+
+def check_stopped(rc: int, stdout: str, stderr: str, log_dir: Path, said: str) -> None:
+    """The shell's status for SIGTERM, no traceback, the line `said`, and no lock of a live process left."""
+    assert rc == 128 + signal.SIGTERM, stderr[-3000:]
     assert "Traceback" not in stderr, stderr[-3000:]
-    assert "SIGTERM: stopped the end-of-fit analysis (the fit's checkpoints are saved)" in stdout + stderr
-    assert "start it again with:\n  python evaluate.py ckpt_path=" in stdout + stderr
+    assert said in stdout + stderr, (stdout + stderr)[-3000:]
     assert not list(log_dir.rglob("*.pid")), list(log_dir.rglob("*"))  # every lock let go: none stale
+
+
+@pytest.mark.slow
+def test_a_sigterm_in_the_end_of_fit_analysis_keeps_the_fit_and_says_how_to_run_it(tmp_path: Path):
+    log_dir = tmp_path / "outputs"
+    analysis = ["callbacks.model_analysis.max_cost=null", "callbacks.model_analysis.analyses=[heads]"]
+    args = [*TINY, *analysis, "callbacks.attention_maps=null", f"paths.log_dir={log_dir}"]
+    slowed = "transformer_attention.callbacks:analysis.run_analyses"
+    rc, stdout, stderr = stopped_in(slowed, "train.py", args, tmp_path)
+    check_stopped(rc, stdout, stderr, log_dir, "SIGTERM: stopped the end-of-fit analysis, before the test")
+    assert "resume with" not in stdout + stderr  # nothing is left to train
+    (run,) = run_dirs(log_dir)
+    assert "val/acc" in json.loads((run / "metrics.json").read_text())  # the fit's metrics kept
+    command = printed_command(stdout + stderr, "start it again with:")
+    assert command.startswith("python evaluate.py ckpt_path=") and "'analyses=[heads]'" in command
+    pasted = paste(command, tmp_path)  # the analysis and the test the stop left undone
+    assert pasted.returncode == 0, pasted.stderr[-3000:]
+    assert "head importance" in pasted.stdout and "test metrics of" in pasted.stdout
+
+
+@pytest.mark.slow
+def test_a_sigterm_in_the_test_of_train_keeps_the_fit_and_says_how_to_test_it(tmp_path: Path):
+    log_dir = tmp_path / "outputs"
+    # 5 test batches: Lightning stops an evaluation at the end of a batch that is not the last
+    batches = ["data.batch_size=8", "callbacks.model_analysis=null", "callbacks.attention_maps=null"]
+    args = [*TINY, *batches, f"paths.log_dir={log_dir}"]
+    test_step = "transformer_attention.module:ClassifierModule.test_step"
+    rc, stdout, stderr = stopped_in(test_step, "train.py", args, tmp_path, pause=1.0)
+    check_stopped(rc, stdout, stderr, log_dir, "SIGTERM: stopped the test; the fit's metrics are saved")
+    (run,) = run_dirs(log_dir)
+    kept = json.loads((run / "metrics.json").read_text())
+    assert "val/acc" in kept and "test/acc" not in kept  # what was measured, nothing half measured
+    command = printed_command(stdout + stderr, "test it with:")
+    assert command.startswith("python evaluate.py ckpt_path=") and "epoch_" in command  # the best checkpoint
+    pasted = paste(command, tmp_path)
+    assert pasted.returncode == 0, pasted.stderr[-3000:]
+    assert "test metrics of" in pasted.stdout and "was trained on" not in pasted.stdout + pasted.stderr
+
+
+@pytest.mark.slow
+def test_a_sigterm_in_evaluates_analyses_keeps_the_test_metrics(tiny_run, tmp_path: Path):
+    run, _ = tiny_run
+    ckpt = next((run / "checkpoints").glob("epoch_*.ckpt"))
+    log_dir = tmp_path / "outputs"
+    args = [f"ckpt_path={ckpt}", "analyses=[heads]", f"paths.log_dir={log_dir}"]
+    slowed = "transformer_attention.tasks:evaluate.run_analyses"
+    rc, stdout, stderr = stopped_in(slowed, "evaluate.py", args, tmp_path)
+    check_stopped(rc, stdout, stderr, log_dir, "SIGTERM: stopped the analyses of")
+    (evaluated,) = run_dirs(log_dir, task="evaluate")
+    assert "test/acc" in json.loads((evaluated / "metrics.json").read_text())  # measured before the analyses
+    command = printed_command(stdout + stderr, "start it again with:")
+    pasted = paste(command, tmp_path)
+    assert pasted.returncode == 0, pasted.stderr[-3000:]
+    assert "head importance" in pasted.stdout
