@@ -1,8 +1,8 @@
-"""The explanations' registry and the decompositions against oracles: the written-out forward pass against the
-model's own logits, DecompX against an explicit propagation of one vector per token (the paper's algorithm, written
-here apart), its completeness on trained models of both poolings and both norm placements, value zeroing against
-zeroing the values inside the model itself, ALTI against a loop over token pairs, AttnLRP's rules, and a method
-registered by a test reaching the faithfulness table and the page."""
+"""The explanations' registry and the decompositions against oracles: the written-out forward pass against the model's
+own logits, DecompX against an explicit propagation of one vector per token (biases and positions kept as parts of
+their own, written here apart), its completeness on trained models of both poolings and both norm placements, value
+zeroing against zeroing the values inside the model itself, ALTI against a loop over token pairs, AttnLRP's rules,
+and a method registered by a test reaching the faithfulness table and the page."""
 
 from __future__ import annotations
 
@@ -87,10 +87,11 @@ def test_a_row_that_sees_no_key_is_the_models_in_the_written_out_forward():
 
 
 def propagated(net: TransformerClassifier, ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
-    """DecompX as the paper runs it: a (B, T, K, D) tensor, one vector per token and per other part (positions,
-    n-grams, biases: K = T + 3) in each position's representation, carried forward layer by layer (attention with
-    its weights as they are, LayerNorm with the actual scale, the activation by its secant slope), then pooled and
-    read by the head; everything summed over the parts is the model's own representation at each step."""
+    """DecompX's propagation with biases and positions apart: a (B, T, K, D) tensor, one vector per token and per
+    other part (positions, n-grams, biases: K = T + 3) in each position's representation, carried forward layer by
+    layer (attention with its weights as they are, LayerNorm with the actual scale, the activation by its secant
+    slope), then pooled and read by the head; everything summed over the parts is the model's own representation at
+    each step."""
     with torch.no_grad():
         scale = math.sqrt(net.config.d_model)
         words, grams = net.double().embedding.parts(ids)
@@ -150,7 +151,7 @@ def propagated(net: TransformerClassifier, ids: torch.Tensor, mask: torch.Tensor
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_decompx_is_the_papers_propagation_and_adds_up_to_the_logits(shape: str):
+def test_decompx_is_the_propagation_with_biases_apart_and_adds_up_to_the_logits(shape: str):
     net = model(**SHAPES[shape])
     ids, mask = batch()
     found = decompx(net, ids, mask)
