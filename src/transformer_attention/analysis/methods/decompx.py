@@ -3,12 +3,13 @@ Decomposition"): what each word of a text adds to each class's logit, signed, th
 encoder.
 
 DecompX carries each input token's share of every representation as its own vector: through attention with the
-weights as they were, the residual, each LayerNorm with its scale frozen at the actual input (a linear map),
-the feed-forward block with its activation linearised at the actual pre-activation, the pooling and the head.
-Bias terms stay apart. Held that way the network is an affine map of its input x0 (_forward.py's rules
-`freeze_attention`, `freeze_norms`, `secant`), so the vector DecompX carries for a token, read by the head, is
-that map's Jacobian times the token's input vector: here computed as one forward pass of its own and one
-backward pass per class, the same numbers as propagating T vectors per token at the cost of a gradient.
+weights as they were, the residual, each LayerNorm with its scale frozen at the actual input (a linear map), the
+feed-forward block with its activation linearised at the actual pre-activation, the pooling and the head. Bias
+terms and positions stay apart (decompx_paper.py shares them out as the paper does). Held that way the network is
+an affine map of its input x0 (_forward.py's rules `freeze_attention`, `freeze_norms`, `secant`), so the vector
+DecompX carries for a token, read by the head, is that map's Jacobian times the token's input vector: here computed
+as one forward pass of its own and one backward pass per class, the same numbers as propagating T vectors per token
+at the cost of a gradient.
 
 The parts: `tokens` (B, T, C), each word vector's contribution; `ngrams` (B, T, C), the n-gram vectors that
 end at each position; `positions` (B, C) and `bias` (B, C), the rest: `tokens.sum(1) + rest == logits`, to
