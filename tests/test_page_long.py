@@ -161,7 +161,9 @@ def test_every_tab_of_a_long_reviews_page_saves_as_svg_and_png_in_a_browser(brow
         wait_for_file(png)
         root = ElementTree.parse(svg).getroot()  # well-formed XML, whatever the review holds
         width, height = int(root.get("width")), int(root.get("height"))
-        assert "text_0" in "".join(root.itertext())
+        said = "".join(root.itertext())
+        assert "text_0" in said and "Hover" not in said  # the view, without its help and hover readout
+        assert not [e for e in root.iter() if e.tag.endswith("select")]  # each list as its choice, in words
         with Image.open(png) as picture:
             assert picture.format == "PNG" and picture.size == (2 * width, 2 * height)
             assert np.asarray(picture.convert("L")).std() > 5  # drawn, not a blank sheet
@@ -211,6 +213,10 @@ def test_long_maps_read_to_three_digits_and_show_every_head_of_a_layer_in_a_brow
     browser.move_to("g.token.left[data-index='3'] rect")
     line = browser.js("document.querySelector('#readout .readline').textContent")
     assert line.startswith("head 0: ") and line.count("0.00200") == 5  # 1/500, not 0.00
+    browser.move_to("g.token.left[data-index='7'] rect")  # a long text marks the keys read at least an even share
+    marks = browser.lines("#blocks rect")
+    row = np.asarray(read_attention_data(page.read_text(encoding="utf-8"))["layers"][0][0][7])  # as the page holds it
+    assert sorted(m["key"] for m in marks) == [int(k) for k in np.flatnonzero(row >= np.float32(1 / n))]
     browser.click("#mode-model")
     boxes = browser.js(
         "Array.from(document.querySelectorAll('canvas.map[data-layer=\"0\"]'), c => { var r = "

@@ -2,8 +2,9 @@
    owns a fixed column of blocks beside each token, fill opacity = the weight on the scale picked, so heads
    never cover one another; lines are opaque (no colour outside the legend), thickness = the scaled weight,
    drawn thickest first so a thin line lies on top of a thick one; the readout gives weights to 3 significant
-   digits (1/n of a 500-token text is 0.00200); a long text's rows are compact. Every mark carries data-series,
-   data-query, data-key and data-weight (the model's weight) for tests and tools. */
+   digits (1/n of a 500-token text is 0.00200); a long text's rows are compact, and it marks only the keys read
+   at least an even share (1/n): below that every row of a diffuse head is a wall of half-tone blocks. Every mark
+   carries data-series, data-query, data-key and data-weight (the model's weight) for tests and tools. */
 import { data, state, tokens, T, H, changed } from "./state.js";
 import { DARK, byId, colorOf, htmlNode, quoted, svgNode, swatch } from "./dom.js";
 import { scaledRows } from "./scale.js";
@@ -121,6 +122,7 @@ export function drawHead() {
     const lane = (s - (all.length - 1) / 2) * step, colours = scaledRows(one.rows, state.scale);
     for (let t = 0; t < T; t++) {
       const w = at(one.rows, focus, t), v = at(colours, focus, t);
+      if (T > LONG && w < 1 / T) { continue; } /* a long text: only the keys read at least an even share */
       const q = focus.side === "query" ? focus.index : t, k = focus.side === "query" ? t : focus.index;
       const marked = { "data-series": one.name, "data-query": q, "data-key": k, "data-weight": String(w) };
       svgNode("rect", { class: "block", x: xBlocks[other] + one.slot * BOX, y: y(t) - ROW / 2 + 2, width: BOX - 1,

@@ -12,6 +12,7 @@ import { buildHeadControls, buildTokens, drawHead, drawHeadControls } from "./he
 import { buildModel, drawModel } from "./model.js";
 
 const VIEWS = ["head", "model", "text", "words"];
+const MAX_PNG_PX = 4e6; /* a taller view is saved at the screen's pixels: 2x of a 450-token head view is 47 MP */
 const scaleSwitch = buildScaleSwitch();
 const kindSwitch = byId("kind");
 
@@ -70,7 +71,14 @@ function viewSvg() {
     img.setAttribute("style", canvases[i].getAttribute("style") + "; image-rendering: pixelated");
     canvas.replaceWith(img);
   });
-  copy.querySelectorAll(".export").forEach((node) => node.remove());
+  /* a picture of the view, not of the page's controls: no help, no hover readout, each list as its choice */
+  copy.querySelectorAll(".export, .help, #readout, #model-readout, #text-readout, #word-readout")
+    .forEach((node) => node.remove());
+  const selects = view.querySelectorAll("select");
+  copy.querySelectorAll("select").forEach((node, i) => {
+    const picked = selects[i].selectedOptions[0];
+    node.replaceWith(htmlNode("b", "", picked ? picked.textContent : "", null));
+  });
   const style = document.querySelector("style").textContent;
   const top = document.querySelector("h1").getBoundingClientRect().top;
   const width = Math.ceil(Math.max(box.width, view.scrollWidth)), height = Math.ceil(box.bottom - top) + 16;
@@ -97,9 +105,10 @@ function exportSvg() {
   download(new Blob([viewSvg().svg], { type: "image/svg+xml" }), "svg");
 }
 
-/* The same picture as a PNG at twice the screen's pixels: the SVG drawn onto a canvas. */
+/* The same picture as a PNG at twice the screen's pixels (once, for a view over MAX_PNG_PX pixels): the SVG
+   drawn onto a canvas. */
 function exportPng() {
-  const { svg, width, height } = viewSvg(), image = new Image(), scale = 2;
+  const { svg, width, height } = viewSvg(), image = new Image(), scale = width * height > MAX_PNG_PX ? 1 : 2;
   image.onload = () => {
     const canvas = document.createElement("canvas");
     canvas.width = width * scale;
