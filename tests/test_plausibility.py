@@ -5,12 +5,12 @@ cuts it, and ERASER's comprehensiveness and sufficiency with whole words removed
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import SHARED_DATA
 from sklearn.metrics import auc, average_precision_score, precision_recall_curve
 
 from transformer_attention.analysis.plausibility import (
@@ -30,7 +30,7 @@ from transformer_attention.data.tokenizer import MASK_ID, train_tokenizer
 from transformer_attention.inference import probabilities
 from transformer_attention.model.classifier import TransformerClassifier
 
-MOVIES = Path(__file__).resolve().parents[2] / "shared" / "data" / "movie_rationales"
+MOVIES = SHARED_DATA / "movie_rationales"
 
 
 def test_the_measures_by_hand():
