@@ -35,7 +35,8 @@ def tensorboard(log_dir: Path, log: Path, ready: Callable[[str], bool], patience
     true (the logs are read in the background), then stopped."""
     port = free_port()
     with log.open("w") as out:
-        cmd = [sys.executable, "-m", "tensorboard.main", f"--logdir={log_dir}", "--host=127.0.0.1", f"--port={port}"]
+        cmd = [sys.executable, "-m", "tensorboard.main", f"--logdir={log_dir}", "--host=127.0.0.1"]
+        cmd.append(f"--port={port}")
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=entry_env())
         base = f"http://127.0.0.1:{port}"
         try:

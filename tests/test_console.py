@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from transformer_attention.callbacks.console import plural, seconds
 from transformer_attention.cli.config import check_config
-from transformer_attention.cli.console import FileOnly, ShortFormat
+from transformer_attention.cli.console import ConsoleHandler, FileOnly, ShortFormat, fit
 from transformer_attention.cli.entry import check_command_line
 from transformer_attention.cli.tree import print_config_tree
 from transformer_attention.compat import DropTips, quiet_console
@@ -268,6 +268,55 @@ def test_short_format_names_the_source_and_only_an_unusual_level():
     record = logging.LogRecord("lightning.pytorch.utilities.rank_zero", logging.WARNING, "f", 1, "hm", None, None)
     assert re.fullmatch(r"\d\d:\d\d:\d\d lightning WARNING: hm", fmt.format(record))
     assert not FileOnly().filter(logging.LogRecord("x", logging.INFO, "f", 1, "TPU available: False", None, None))
+    # a line that names its source first is not prefixed with it again (`skipgram: skip-gram: ...`)
+    name = "transformer_attention.pretraining.skipgram"
+    record = logging.LogRecord(name, logging.INFO, "f", 1, "skip-gram: epoch 1/10", None, None)
+    assert re.fullmatch(r"\d\d:\d\d:\d\d skip-gram: epoch 1/10", fmt.format(record))
+    record = logging.LogRecord(name, logging.WARNING, "f", 1, "skip-gram: no texts", None, None)
+    assert re.fullmatch(r"\d\d:\d\d:\d\d WARNING skip-gram: no texts", fmt.format(record))
+
+
+PATH = "/tmp/pytest-of-someone/pytest-12/popen-gw0/test_a_run0/outputs/train/runs/2026-12-06_06-59-28-266530/an"
+
+
+@pytest.mark.parametrize("width", [40, 80, 120])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "07:00:14 analysis:   method      compr.   suff.    AOPC   AUPRC  tok F1   s/text   (compr., suff.: "
+        "mean over k = 10, 20, 50%)",
+        f"07:00:02 attention_maps: interactive attention views of 4 examples in {PATH}",
+        f"config: all of it in {PATH}/config_tree.log\n  short line\n" + "word " * 40,
+    ],
+)
+def test_console_lines_fit_the_terminal_breaking_between_words_only(text, width):
+    """A line over the terminal's width is broken between words, never inside one or inside a path: every line
+    fits but one that is a single word (a path longer than the terminal, alone on its line); the words, in order,
+    are the text's."""
+    lines = fit(text, width).split("\n")
+    assert all(len(line) <= width or len(line.split()) == 1 for line in lines), lines
+    assert " ".join(" ".join(lines).split()) == " ".join(text.split())  # no word cut, lost or added
+    assert fit(text, None) == text  # not a terminal (a file, a pipe): lines stay whole
+    for line in text.split("\n"):
+        if len(line) <= width:
+            assert line in lines  # a line that fits is left as it is
+
+
+def test_the_same_warning_twice_shows_once_on_the_console(capsys):
+    """Two readers of the same data (the pretraining's and the classifier's) warn the same; the console says it
+    once, other warnings and every info line as often as they come."""
+    handler = ConsoleHandler()
+    handler.setFormatter(ShortFormat())
+
+    def record(text: str, level: int) -> logging.LogRecord:
+        return logging.LogRecord("transformer_attention.data.splits", level, "f", 1, text, None, None)
+
+    warn, other = record("validation carved from train", logging.WARNING), record("another", logging.WARNING)
+    info = record("data toy: reading its texts", logging.INFO)
+    for record in (warn, info, warn, info, other):
+        handler.handle(record)
+    said = [line.split(": ", 1)[1] for line in capsys.readouterr().out.splitlines()]
+    assert said == ["validation carved from train", *[info.getMessage()] * 2, "another"]
 
 
 def test_a_run_resumed_in_place_hears_nothing_of_its_own_checkpoints(tmp_path):

@@ -50,14 +50,15 @@ def served_groups(base: str) -> list[dict]:
 def test_hparams_checks_the_settings_that_differ_and_shows_test_acc_at_1600_px(outputs, tmp_path):
     exe = find_chromium()
     if exe is None:
-        pytest.skip("no Chromium or Chrome on PATH (the test drives the DevTools protocol): apt-get install chromium")
-    with tensorboard(outputs / "train", tmp_path / "tensorboard.log", lambda b: len(served_groups(b)) == RUNS) as base:
+        pytest.skip("no Chromium or Chrome on PATH (the test drives it over DevTools): apt-get install chromium")
+    served = tmp_path / "tensorboard.log"
+    with tensorboard(outputs / "train", served, lambda b: len(served_groups(b)) == RUNS) as base:
         groups = served_groups(base)
         values: dict[str, set[str]] = {}
         for group in groups:
             for key, value in group["hparams"].items():
                 values.setdefault(key, set()).add(str(value))
-        differing = {key for key, seen in values.items() if len(seen) > 1}  # the oracle: what the runs served differ in
+        differing = {key for key, seen in values.items() if len(seen) > 1}  # the oracle: what the runs differ in
         assert differing == DIFFERING
         browser = Chromium(exe, tmp_path / "profile")
         try:

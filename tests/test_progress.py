@@ -90,7 +90,7 @@ def test_a_limited_test_says_how_many_texts_it_tests(tmp_path, caplog):
     """`trainer.limit_test_batches=2` tests the first two batches: the line counts the texts in them (counted
     as the batches go by), not the split's."""
     L.seed_everything(0)
-    data = ReviewDataModule(name="toy", toy_size=300, max_length=16, batch_size=32, vocab_size=100, min_frequency=1)
+    data = ReviewDataModule(name="toy", toy_size=300, max_length=16, batch_size=32, vocab_size=100)
     data.setup("fit")
     data.eval_batch_size = 8
     module = ClassifierModule(vocab_size=data.vocab_size, num_classes=2, d_model=16, num_heads=2, num_layers=1)
@@ -110,3 +110,33 @@ def test_a_limited_test_says_how_many_texts_it_tests(tmp_path, caplog):
     said = [r.getMessage() for r in caplog.records]
     assert texts > sum(seen) == 16
     assert f"testing {sum(seen)} of {texts} texts, 2 batches (trainer.limit_test_batches)" in said
+
+
+def test_epochs_count_from_one_in_the_bar_the_lines_and_the_checkpoints(tmp_path, caplog):
+    """One numbering: the terminal's bar (`Epoch 2/2`), the log lines (`epoch 2/2`) and the checkpoint written at
+    that epoch's end (`epoch_002.ckpt`, holding Lightning's 0-based epoch 1) all count from 1."""
+    import torch
+
+    from transformer_attention.callbacks.console import TerminalProgress
+    from transformer_attention.callbacks.epoch_checkpoint import EpochCheckpoint
+
+    L.seed_everything(0)
+    data = ReviewDataModule(name="toy", toy_size=200, max_length=16, batch_size=64, vocab_size=100)
+    module = ClassifierModule(vocab_size=100, num_classes=2, d_model=16, num_heads=2, num_layers=1)
+    for bar in (LineProgress(every_s=1e9), TerminalProgress()):
+        folder, name = tmp_path / type(bar).__name__, "epoch_{epoch:03d}"  # as conf/callbacks/default.yaml has
+        saved = EpochCheckpoint(dirpath=folder, filename=name, save_top_k=-1, auto_insert_metric_name=False)
+        given = {"logger": False, "enable_model_summary": False, "num_sanity_val_steps": 0, "accelerator": "cpu"}
+        trainer = L.Trainer(default_root_dir=tmp_path, max_epochs=2, callbacks=[bar, saved], **given)
+        with caplog.at_level(logging.INFO, logger="transformer_attention.callbacks.console"):
+            trainer.fit(module, datamodule=data)
+    lines = [r.getMessage().split(",")[0] for r in caplog.records if r.getMessage().startswith("epoch ")]
+    assert lines == ["epoch 1/2", "epoch 2/2"]
+    assert bar.progress is not None and bar.train_progress_bar_id is not None
+    assert bar.progress.tasks[bar.train_progress_bar_id].description.strip() == "Epoch 2/2"
+    folder = tmp_path / "LineProgress"
+    names = sorted(p.name for p in folder.glob("*.ckpt"))
+    assert names == ["epoch_001.ckpt", "epoch_002.ckpt"]
+    for name in names:
+        stored = torch.load(folder / name, map_location="cpu", weights_only=False)["epoch"]
+        assert stored + 1 == int(name[6:9])

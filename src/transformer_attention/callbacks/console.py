@@ -56,8 +56,24 @@ def line_progress(enabled: bool = True) -> ProgressBar | None:
 
 
 class TerminalProgress(RichProgressBar):
-    """Lightning's Rich bars, stopped when training ends (not at teardown), so that what the end of fit prints goes
-    below the finished bar instead of inside a display that redraws over it."""
+    """Lightning's Rich bars, epochs counted from 1 as the log lines and checkpoints count them (`Epoch 4/10`, not
+    Lightning's `Epoch 3/9`), stopped when training ends (not at teardown), so that what the end of fit prints
+    goes below the finished bar instead of inside a display that redraws over it."""
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_epoch_start(trainer, pl_module)
+        self._count_from_one(trainer)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        fresh = self.train_progress_bar_id is None  # a bar Lightning makes at the first batch (a resumed fit)
+        super().on_train_batch_end(trainer, pl_module, *args)
+        if fresh:
+            self._count_from_one(trainer)
+
+    def _count_from_one(self, trainer: L.Trainer) -> None:
+        if self.progress is not None and self.train_progress_bar_id is not None:
+            text = epoch_of(trainer).capitalize().ljust(len(self.validation_description))
+            self.progress.update(self.train_progress_bar_id, description=text)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._stop_progress()
@@ -95,17 +111,16 @@ class LineProgress(ProgressBar):
         self._restart()
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
-        self._tick(self._epoch(trainer), int(args[2]) + 1, self.total_train_batches)
+        self._tick(epoch_of(trainer), int(args[2]) + 1, self.total_train_batches)
 
     def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         if not trainer.sanity_checking:
-            self._tick(
-                f"{self._epoch(trainer)}, validation", int(args[2]) + 1, of_loader(trainer.num_val_batches, args)
-            )
+            done, total = int(args[2]) + 1, of_loader(trainer.num_val_batches, args)
+            self._tick(f"{epoch_of(trainer)}, validation", done, total)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._enabled:
-            head = f"{self._epoch(trainer)}, step {trainer.global_step}"
+            head = f"{epoch_of(trainer)}, step {trainer.global_step}"
             log.info("%s, %.1f s | %s", head, time.perf_counter() - self._start, self._metrics(trainer, pl_module))
 
     def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -133,11 +148,6 @@ class LineProgress(ProgressBar):
             of = f" of {Path(trainer.ckpt_path).name}" if trainer.ckpt_path else ""
             log.info("test%s, %s, %.1f s", of, plural(batches, "batch"), time.perf_counter() - self._start)
 
-    @staticmethod
-    def _epoch(trainer: L.Trainer) -> str:
-        epochs = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else "?"
-        return f"epoch {trainer.current_epoch + 1}/{epochs}"
-
     def _metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> str:
         """`train loss 0.0874 acc 0.948 | val loss 0.0081 acc 0.998`: the bar's metrics by split, less the version,
         per-step values and bests."""
@@ -150,6 +160,12 @@ class LineProgress(ProgressBar):
             number = f"{value:.3g}" if isinstance(value, float) else f"{value}"
             splits.setdefault(split, []).append(f"{name.removesuffix('_epoch')} {number}")
         return " | ".join(f"{split} {' '.join(items)}".strip() for split, items in splits.items())
+
+
+def epoch_of(trainer: L.Trainer) -> str:
+    """`epoch 4/10`: the epoch under way counted from 1, as its end's checkpoint is named (`epoch_004.ckpt`)."""
+    epochs = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else "?"
+    return f"epoch {trainer.current_epoch + 1}/{epochs}"
 
 
 def pasteable(key: str, value: str | Path) -> str:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..files import atomic_write, shown
 from ..training.metrics import load_metrics
+from .console import say
 from .run import FAILED_FILE
 
 SUMMARY_FILE = "summary.csv"
@@ -34,7 +35,7 @@ class SweepSummary(Callback):
         csv.writer(out).writerows([list(rows[0]), *(list(row.values()) for row in rows)])
         atomic_write(sweep / SUMMARY_FILE, out.getvalue())
         table, written = to_table(rows), shown(sweep / SUMMARY_FILE)
-        print(f"sweep summary ({shown(sweep)}), best first by {metric}:\n{table}\nwritten to {written}")
+        say(f"sweep summary ({shown(sweep)}), best first by {metric}:\n{table}\nwritten to {written}")
         if failed := failures(sweep):  # one line per failed job, then a non-zero exit (no traceback)
             lines = [f"job {n} ({', '.join(o) or 'no overrides'}) failed: {error}" for n, o, error in failed]
             raise SystemExit("\n".join([*lines, f"{len(failed)} of {len(rows)} jobs failed"]))

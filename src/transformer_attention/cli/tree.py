@@ -14,6 +14,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ..files import atomic_write, shown
 from ..training.defaults import given_no_overrides
 from ..training.settings import default_config
+from .console import say
 
 ORDER = ("data", "model", "trainer", "callbacks", "logger", "paths")
 
@@ -42,7 +43,7 @@ def print_config_tree(
         lines = [f"  {k}: {v}" for k, v in changes(cfg, defaults) if k.lstrip("~").split(".")[0] not in unused]
         head = "what this run changes from the defaults" if lines else "the defaults"
         lines.insert(0, f"config: {head} (console.tree=full prints all of it)")
-    print("\n".join([*lines, *where]))
+    say("\n".join([*lines, *where]))
 
 
 def tree_text(cfg: DictConfig, unused: Sequence[str] = ()) -> str:

@@ -92,6 +92,7 @@ class ReviewDataModule(L.LightningDataModule):
     def _load_raw(self) -> dict[str, Columns]:
         """Checked raw splits as {"train"|"validation"|"test": {"text": [...], "label": [ids]}}."""
         if self.path or self.data_files or self.name != "toy":
+            log.info("data %s: reading its texts", self.source)  # seconds for a large set: said before, not after
             raw, class_names = load_columns(
                 self.name,
                 path=self.path,
@@ -160,8 +161,7 @@ class ReviewDataModule(L.LightningDataModule):
     def _check_required(self) -> None:
         for split, fix in self.required.items():
             if split not in self.raw:
-                source = self.path or self.data_files or self.name
-                raise DataError(f"the data ({source}) has no {split} split (splits: {list(self.raw)}): {fix}")
+                raise DataError(f"the data ({self.source}) has no {split} split (splits: {list(self.raw)}): {fix}")
 
     # ---- lifecycle -----------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
@@ -174,15 +174,20 @@ class ReviewDataModule(L.LightningDataModule):
             if self.output_dir:
                 save_tokenizer(self.tokenizer, Path(self.output_dir) / "tokenizer.json")
                 atomic_write(Path(self.output_dir) / "label_names.json", json.dumps(self.label_names) + "\n")
-            sizes = {k: len(v["text"]) for k, v in self.raw.items()}
-            source = self.path or self.data_files or self.name
-            log.info("data %s: %s, classes %s, vocab %d", source, sizes, self.label_names, self.vocab_size)
+            sizes = ", ".join(f"{len(v['text']):,} {k}" for k, v in self.raw.items())
+            classes = ", ".join(map(str, self.label_names or []))
+            log.info("data %s: %s texts; classes %s; vocab %d", self.source, sizes, classes, self.vocab_size)
         wanted = {"test": ["test"], "predict": ["test"], "validate": ["validation"]}.get(stage or "fit", list(self.raw))
         for split in wanted:
             if split not in self.splits and split in self.raw:
                 self.splits[split] = self._encode(split)
 
     # ---- what the model needs from the data ----------------------------------------------
+    @property
+    def source(self) -> Any:
+        """What the console calls this data: its path, its files or its name."""
+        return self.path or self.data_files or self.name
+
     @property
     def vocab_size(self) -> int:
         return ready(self.tokenizer).get_vocab_size()
