@@ -6,12 +6,15 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.application import TensorBoardWSGI
 from tensorboard.backend.event_processing.data_provider import MultiplexerDataProvider
@@ -234,3 +237,35 @@ def test_a_page_logged_after_the_logger_closed_still_reaches_the_tab(logged, tmp
     assert app.get(f"{ROUTE}/runs").get_json()["runs"][0]["examples"] == [{"tag": TAG, "steps": [1, 2]}]
     page = app.get(f"{ROUTE}/page", query_string={"run": "late", "tag": TAG, "step": 2}).get_data(as_text=True)
     assert read_attention_data(page, raw=True)["caption"] == "after"
+
+
+@pytest.mark.slow
+def test_a_regular_install_ships_the_tab(tmp_path: Path):
+    """A wheel built from the project registers the entry point and holds the tab's script; installed from it (not
+    editable), the plugin finds its script and the page's modules and template."""
+    build = tmp_path / "project"
+    shutil.copytree(ROOT / "src", build / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, build / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(build)], check=True)
+    (wheel,) = tmp_path.glob("transformer_attention-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        assert "transformer_attention/tensorboard_plugin/static/index.js" in z.namelist()
+        (entry_points,) = [n for n in z.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        assert "[tensorboard_plugins]\nattention = " in z.read(entry_points).decode()
+    target = tmp_path / "site"
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True, timeout=300)
+    code = (
+        "from transformer_attention.tensorboard_plugin import page\n"
+        "print(page.__file__)\n"
+        "print(all(map(page.static_file, ('index.js', 'main.js', 'state.js'))), page.static_file('page.html'))\n"
+        "print('static/main.js' in page.render({'title': 't', 'caption': '', 'tokens': [], 'layers': {}}))"
+    )
+    env = {"PYTHONPATH": str(target)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert out.split("\n")[:3] == [
+        str(target / "transformer_attention/tensorboard_plugin/page.py"),
+        "True None",
+        "True",
+    ]
