@@ -248,7 +248,8 @@ def test_a_regular_install_ships_the_tab(tmp_path: Path):
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, build / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(build)], check=True)
+    wheel_args = ["wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(build)]
+    subprocess.run([*pip, *wheel_args], check=True, timeout=300)
     (wheel,) = tmp_path.glob("transformer_attention-*.whl")
     with zipfile.ZipFile(wheel) as z:
         assert "transformer_attention/tensorboard_plugin/static/index.js" in z.namelist()
