@@ -119,6 +119,12 @@ def test_the_tab_shows_each_logged_page_interactive(tensorboard: str, browser: C
     browser.wait_for(in_page(f"doc.getElementById('readout').textContent !== {json.dumps(before)}"))
     assert "\u201cbad\u201d" in browser.js(in_page("doc.getElementById('readout').textContent"))
 
+    point_at(browser, "#mode-model", click=True)  # every layer and head: 2 x 2 maps and the rollout
+    browser.wait_for(in_page("!doc.getElementById('model-view').hidden"))
+    assert browser.js(in_page("doc.querySelectorAll('#grid canvas').length")) >= 4
+    point_at(browser, "#mode-words", click=True)  # one attribution per word of the text tab
+    browser.wait_for(in_page("!doc.getElementById('words-view').hidden"))
+    assert browser.js(in_page("doc.getElementById('words').children.length")) > 0
     point_at(browser, "#mode-text", click=True)
     browser.wait_for(in_page("!doc.getElementById('text-view').hidden"))
     assert browser.js(in_page("doc.getElementById('text-series').value")) == "method-decompx"
