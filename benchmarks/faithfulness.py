@@ -19,8 +19,9 @@ import yaml
 from common import ROOT, write_json
 
 MEASURES = ("comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients")
-MEASURES += ("auprc", "precision_at_k")  # plausibility: on the toy set only
-HEADS = ("comprehensiveness ↑", "sufficiency ↓", "AOPC", "nAOPC ↑", "tau LOO", "tau IG", "AUPRC ↑", "P@k ↑")
+MEASURES += ("auprc", "token_f1", "eraser_comprehensiveness", "eraser_sufficiency")  # plausibility: known words
+HEADS = ("comprehensiveness ↑", "sufficiency ↓", "AOPC", "nAOPC ↑", "tau LOO", "tau IG", "AUPRC ↑", "token F1 ↑")
+HEADS += ("ERASER compr. ↑", "ERASER suff. ↓")
 
 
 def read_run(folder: Path) -> dict:

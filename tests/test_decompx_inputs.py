@@ -129,7 +129,6 @@ def test_decompx_refuses_a_masked_language_model():
         decompx(MaskedLMModule(vocab_size=40, **SIZES), ids_of([2, 5, 6]))
 
 
-@pytest.mark.xfail(strict=True, reason="pretraining/mlm.py must mark its net: self.net.predicts_labels = False")
 def test_decompx_refuses_a_masked_language_models_encoder():
     from transformer_attention.pretraining.mlm import MaskedLMModule
 

@@ -27,7 +27,8 @@ def report(tau: bool = True) -> Faithfulness:
             for k in (10, 20, 50)
         }
         s |= {"comprehensiveness": 0.46 - i / 20, "sufficiency": -0.054 + i / 50, "aopc": 0.43 - i / 30}
-        s |= {"naopc": 0.8 - i / 10, "auprc": 0.95 - i / 20, "precision_at_k": 0.9 - i / 20, "seconds_per_text": 0.0123}
+        s |= {"naopc": 0.8 - i / 10, "auprc": 0.95 - i / 20, "token_f1": 0.9 - i / 20, "seconds_per_text": 0.0123}
+        s |= {"eraser_comprehensiveness": 0.3 - i / 40, "eraser_sufficiency": 0.1 + i / 50}
         if tau:
             s |= {"tau_leave_one_out": 0.31 - i / 40, "tau_integrated_gradients": -0.05 + i / 100}
         scores[method], sem[method] = s, dict.fromkeys(s, 0.004)

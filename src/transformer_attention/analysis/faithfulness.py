@@ -31,7 +31,7 @@ from .agreement import agreement, aopc_bounds, bounds_passes
 from .agreement import normalized as normalized_aopc
 from .attributions import attribute
 from .passes import Passes
-from .plausibility import add_plausibility
+from .plausibility import LONG_TOKENS, Rerun, add_plausibility
 from .removal import keeping, without
 from .report import CURVE, NEAR_EVEN, Faithfulness
 
@@ -166,7 +166,9 @@ def explain_texts(
     Integrated Gradients' mean completeness error."""
     out, errors = [], []
     # a bar on a terminal; elsewhere log lines for a long run only (a short one says nothing)
-    long = progress is True or (progress is None and (sys.stderr.isatty() or len(rows) >= LONG_TEXTS))
+    long = progress is True or (
+        progress is None and (sys.stderr.isatty() or len(rows) >= LONG_TEXTS or sum(map(len, rows)) >= LONG_TOKENS)
+    )
     bar = progress_of(len(rows), "faithfulness", "text", show=long)
     for start in range(0, len(rows), CHUNK):
         chunk = [list(map(int, r)) for r in rows[start : start + CHUNK]]
@@ -236,11 +238,20 @@ def faithfulness(
         report.curves[method] = np.mean(curves, axis=0).tolist() if curves else []
     if explained:  # nAOPC's texts (a text without bounds has none for any method) and the near-even ones
         report.naopc_texts = sum(
-            any(not np.isnan(s.get("naopc", math.nan)) for s in e.scores.values()) for e in explained
+            any(not math.isnan(s.get("naopc", math.nan)) for s in e.scores.values()) for e in explained
         )
         report.near_even = sum(e.probability < (1 + NEAR_EVEN) / 2 for e in explained)
     if rationales is not None:
-        report.plausible = add_plausibility(report, [e.attributions for e in explained], [rationales[i] for i in kept])
+        rerun = Rerun(
+            net=net,
+            rows=[rows[i] for i in kept],
+            targets=[e.target for e in explained],
+            mask_id=mask_id,
+            batch_size=options.get("batch_size", 256),
+            progress=options.get("progress"),
+        )
+        found = [e.attributions for e in explained]
+        report.plausible = add_plausibility(report, found, [rationales[i] for i in kept], rerun)
     for i, e in zip(kept[:EXAMPLES], explained, strict=False):
         report.examples.append(
             {

@@ -18,6 +18,7 @@ from PIL import Image
 from ..files import atomic_write
 from ..plotting import figure_to_array, plot_faithfulness, plot_head_importance, plot_pruning
 from .removal import REMOVAL_PHRASES
+from .report import PLAUSIBILITY
 from .run import Analysis
 
 
@@ -79,8 +80,7 @@ TEXT_COLUMNS = {  # measure -> header of the TEXT tab's table: the averages over
     "sufficiency": "suff.",
     "aopc": "AOPC",
     "naopc": "nAOPC",
-    "auprc": "AUPRC",
-    "precision_at_k": "P@k",
+    **PLAUSIBILITY,  # AUPRC, token F1, ERASER's comprehensiveness and sufficiency per word
     "tau_leave_one_out": "\u03c4 LOO",
     "tau_integrated_gradients": "\u03c4 IG",
 }

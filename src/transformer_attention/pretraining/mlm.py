@@ -163,6 +163,7 @@ class MaskedLMModule(EncoderModule):
     ) -> None:
         super().__init__(tokenizer, optimizer, scheduler)
         self.net = TransformerClassifier(vocab_size=vocab_size, num_classes=2, pad_id=pad_id, **settings)
+        self.net.predicts_labels = False  # its head is untrained: decompx refuses to explain it
         D = self.net.config.d_model
         # BERT's prediction head: a transform, then the embedding matrix (tied) and a bias per word
         self.mlm_transform = nn.Sequential(nn.Linear(D, D), nn.GELU(), nn.LayerNorm(D))
