@@ -16,7 +16,7 @@ from typing import Any
 HERE = Path(__file__).parent / "static"  # the tab's own script, index.js
 SCRIPT = re.compile(r"<script>\s*__SCRIPT__\s*</script>")  # the template's inline script, as html.py inlines it
 MODULE = '<script type="module" src="static/main.js"></script>'  # relative to .../page: .../static/main.js
-FILE = re.compile(r"[a-z]+\.js")  # every name served: no '/', '\', '%' or '..' reaches the disk
+FILE = re.compile(r"[a-z][a-z0-9_-]*\.js")  # every name served: no '/', '\', '%' or '..' reaches the disk
 
 
 def page_folder() -> Path:
