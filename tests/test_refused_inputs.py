@@ -22,7 +22,7 @@ from test_fail_early import one_line
 from transformer_attention.analysis.plan import analysis_settings
 from transformer_attention.analysis.settings import check_method_names
 from transformer_attention.callbacks.analysis import ModelAnalysis
-from transformer_attention.checks import as_list_example
+from transformer_attention.checks import Rule, as_list_example, check_rules, takes
 from transformer_attention.cli.config import check_config
 from transformer_attention.data.labels import labels_to_ids
 from transformer_attention.data.sources import load_source
@@ -243,3 +243,30 @@ def test_extra_texts_given_as_one_value_are_refused_with_a_list_that_passes(give
     )
     pasted = OmegaConf.from_dotlist([shlex.split(line.rsplit("e.g. ", 1)[1])[0]])  # as Hydra reads it
     assert PretrainConfig.from_values(OmegaConf.to_container(pasted.pretrain)).extra_texts == (example[1:-1],)
+
+
+def rule_tables() -> list[tuple[str, str, Rule]]:
+    """Every table of rules check_rules prints a fix from: (its name, the key, the rule)."""
+    from transformer_attention.analysis import settings as analysis
+    from transformer_attention.pretraining import settings as pretraining
+    from transformer_attention.training import settings as training
+
+    tables = {"analysis": analysis.RULES, "pretrain": pretraining.RULES, "console": {"tree": training.TREE_RULE}}
+    for name in ("OPTIMIZER_RULES", "SCHEDULER_RULES", "MODULE_RULES", "TRAINER_RULES", "RUN_RULES"):
+        tables[name] = getattr(training, name)
+    tables |= {f"callbacks.{name}": rules for name, rules in training.CALLBACK_RULES.items()}
+    return [(table, key, rule) for table, rules in tables.items() for key, rule in rules.items()]
+
+
+@pytest.mark.parametrize(("table", "key", "rule"), rule_tables(), ids=[f"{t}.{k}" for t, k, _ in rule_tables()])
+def test_every_rules_example_pasted_passes_that_rule(table: str, key: str, rule: Rule):
+    ok, _, example = rule
+    assert takes(ok, f"{key}={str(example).partition(' (')[0]}"), (table, key, example)
+
+
+def test_a_refusal_prints_only_an_example_its_rule_takes():
+    rules: dict[str, Rule] = {"k": (lambda v: v == 1, "one", 2), "j": (lambda v: v == [1, 2], "a pair", "[1,2]")}
+    with pytest.raises(ConfigError, match=r"^x\.k=0 must be one$"):  # the example 2 is refused too: no fix
+        check_rules({"k": 0}, rules, prefix="x.")
+    with pytest.raises(ConfigError, match=r"^x\.j=\[3\] must be a pair: e\.g\. 'x\.j=\[1,2\]'$"):
+        check_rules({"j": [3]}, rules, prefix="x.")

@@ -55,9 +55,25 @@ def check_rules(values: Mapping[str, Any], rules: Mapping[str, Rule], prefix: st
         value = values.get(key)
         if key in values and not ok(value):
             shown = "[" + ",".join(map(str, value)) + "]" if isinstance(value, list | tuple) else repr(value)
-            fix = f"{prefix}{key}={example}"
-            fix = f"'{fix}'" if "[" in fix else fix  # a list, quoted for the shell
+            given, note = str(example).partition(" (")[::2]  # `value (a note on it)`: the value is what is pasted
+            fix = f"{prefix}{key}={given}"
+            if not takes(ok, fix):  # an example its own rule refuses is no fix: none printed
+                raise ConfigError(f"{prefix}{key}={shown} must be {allowed}")
+            fix = (f"'{fix}'" if "[" in fix else fix) + (f" ({note}" if note else "")  # a list, quoted for the shell
             raise ConfigError(f"{prefix}{key}={shown} must be {allowed}: e.g. {fix}")
+
+
+def takes(ok: Callable[[Any], bool], override: str) -> bool:
+    """Whether a rule's test `ok` passes the value of `override` (`key=value`) as Hydra reads it from a command
+    line (or as its text, what a key typed as text gets): a fix printed is checked first."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        value = OverridesParser.create().parse_override(override).value()
+    except HydraException:
+        return False
+    return bool(ok(value) or ok(override.partition("=")[2]))
 
 
 def as_list_example(given: str, fits: Callable[[list[str]], bool] = lambda items: True) -> str | None:
