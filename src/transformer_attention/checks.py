@@ -59,7 +59,8 @@ def check_rules(values: Mapping[str, Any], rules: Mapping[str, Rule], prefix: st
             fix = f"{prefix}{key}={given}"
             if not takes(ok, fix):  # an example its own rule refuses is no fix: none printed
                 raise ConfigError(f"{prefix}{key}={shown} must be {allowed}")
-            fix = (f"'{fix}'" if "[" in fix else fix) + (f" ({note}" if note else "")  # a list, quoted for the shell
+            fix = f"'{fix}'" if "[" in fix else fix  # a list, quoted for the shell
+            fix += f" ({note}" if note else ""
             raise ConfigError(f"{prefix}{key}={shown} must be {allowed}: e.g. {fix}")
 
 

@@ -54,7 +54,8 @@ def check_names(given: Any, known: Sequence[str], key: str, what: str, in_list: 
     other one, the nearest known name (as the key's value, or `in_list`: as an item of its list) and all of them."""
     names = [given] if isinstance(given, str) else given
     if not isinstance(names, Sequence) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"{key}={given!r} must be a name or a list of names: e.g. {key}=[{','.join(known[:2])}]")
+        example = f"'{key}=[{','.join(known[:2])}]'"
+        raise ConfigError(f"{key}={given!r} must be a name or a list of names: e.g. {example}")
     for name in names:
         if name not in known:
             near = closest(name, known)
@@ -74,13 +75,13 @@ def check_analysis_settings(values: dict[str, Any], prefix: str = "analysis.") -
     check_rules(values, RULES, prefix)
     k = values.get("k", [10])
     if not isinstance(k, Sequence) or isinstance(k, str) or not k:
-        raise ConfigError(f"{prefix}k={k!r} must be a list of percentages: e.g. {prefix}k=[10,20,50]")
+        raise ConfigError(f"{prefix}k={k!r} must be a list of percentages: e.g. '{prefix}k=[10,20,50]'")
     shown = "[" + ", ".join(f"{v:g}" if is_number(v) else repr(v) for v in k) + "]"
     for value in k:
         if not is_number(value) or not 0 < value < 100:
             raise ConfigError(
                 f"{prefix}k={shown}: {f'{value:g}' if is_number(value) else repr(value)} is not a percentage in "
-                f"(0, 100), the share of a text's words kept or removed: e.g. {prefix}k=[10,20,50]"
+                f"(0, 100), the share of a text's words kept or removed: e.g. '{prefix}k=[10,20,50]'"
             )
     chosen = values.get("methods")
     if chosen is not None:

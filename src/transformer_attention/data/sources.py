@@ -33,7 +33,7 @@ FORMATS = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".json": "json",
 
 
 def local_hint(name: str | None = None) -> str:
-    """How to give data set `name` (a hub name; None: any) as local files instead: its own name, no machine's paths."""
+    """How to give data set `name` (a hub name; None: any) as local files: its own name, no machine's paths."""
     what = name.rsplit("/", 1)[-1] if name not in (None, "", "local") else "the data"
     return (
         f"data.path=<a folder holding {what} as train/validation/test .parquet, .csv or .json files, or as a "
@@ -102,7 +102,8 @@ def load_source(
             return _load_disk(p)
         return _load_files(_files_by_split(p), encoding, label_column)
     if name in ("local", "", None):
-        raise DataError(f"data.name={name!r} needs data.path=<folder or file> or data.data_files=...: {local_hint()}")
+        needs = "needs data.path=<folder or file> or data.data_files=..."
+        raise DataError(f"data.name={name!r} {needs}: {local_hint()}")
     return _load_hub(name)
 
 

@@ -120,7 +120,7 @@ class PretrainConfig:
         skipgram = values.get("skipgram") or {}
         values["skipgram"] = settings_of(SkipgramConfig, skipgram, "pretrain.skipgram.", "the skip-gram vectors")
         texts = values.get("extra_texts") or ()
-        values["extra_texts"] = tuple(texts) if isinstance(texts, list | tuple) else texts  # else: refused as it is
+        values["extra_texts"] = tuple(texts) if isinstance(texts, list | tuple) else texts  # else: refused
         settings = settings_of(cls, values, "pretrain.", "the pretraining")
         return settings if model is None else replace(settings, encoder=settings.encoder_of(model))
 

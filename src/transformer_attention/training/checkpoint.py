@@ -82,9 +82,10 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def check_records(p: Path) -> None:
-    """Each record of the zip at `p` read against its CRC-32, before torch reads any of it (torch checks none): bytes
-    changed since torch.save wrote them (a bad copy, a failing disk) are a CheckpointError naming the file. Skip-gram
-    vectors (pretrain.py's vectors.npz, also a zip) are named as such, with the command that fine-tunes from them."""
+    """Each record of the zip at `p` read against its CRC-32 before torch reads any of it (torch checks none):
+    bytes changed since torch.save wrote them (a bad copy, a failing disk) are a CheckpointError naming the file.
+    Skip-gram vectors (pretrain.py's vectors.npz, also a zip) are named as such, with the command that fine-tunes
+    from them."""
     try:
         with zipfile.ZipFile(p) as archive:
             if {"vectors.npy", "known.npy"} <= set(archive.namelist()):
@@ -96,9 +97,9 @@ def check_records(p: Path) -> None:
         bad = f"({_reason(err)})"
     if bad is not None:
         raise CheckpointError(
-            f"checkpoint {p} is damaged: its record {printable(bad)} does not match the CRC-32 torch.save wrote for "
-            "it (the file changed after it was written: a bad copy or a failing disk); copy it again from where it "
-            "was written, or pick another .ckpt"
+            f"checkpoint {p} is damaged: its record {printable(bad)} does not match the CRC-32 torch.save wrote "
+            "for it (the file changed after it was written: a bad copy or a failing disk); copy it again from "
+            "where it was written, or pick another .ckpt"
         )
 
 
