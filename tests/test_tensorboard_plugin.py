@@ -202,7 +202,7 @@ def test_bad_requests_and_bad_data_are_one_line(client):
         return reply.status_code, one_line(reply) if reply.status_code != 200 else ""
 
     assert page(run="good", tag=TAG)[0] == 400
-    assert page(run="good", tag=TAG, step="-1")[0] == 400
+    assert page(run="good", tag=TAG, step="-1")[0] == page(run="good", tag=TAG, step="\u00b2")[0] == 400
     code, line = page(run="good", tag=TAG, step=7)
     assert code == 404 and "no page of attention/example_0 at step 7 of good" in line
     assert page(run="nowhere", tag=TAG, step=0)[0] == 404

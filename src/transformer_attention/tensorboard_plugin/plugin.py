@@ -67,7 +67,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _serve_page(self, request: wrappers.Request) -> wrappers.Response:
         """The page of ?run=&tag=&step=, or one line saying why not (the tab shows it in the page's place)."""
         run, tag, step = (request.args.get(k) for k in ("run", "tag", "step"))
-        if run is None or tag is None or step is None or not step.isdigit():
+        if run is None or tag is None or step is None or not (step.isascii() and step.isdigit()):
             return _line(request, f"page?run={run}&tag={tag}&step={step}: give a run, a tag and a step (a number)")
         where = f"{tag} at step {step} of {run}"
         try:
@@ -80,7 +80,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             html = render(read_page(blob))
         except PageError as e:
             return _line(request, f"the page of {where} cannot be read: {e}", code=422)
-        except (tb_errors.PublicError, OSError, KeyError, ValueError) as e:
+        except (tb_errors.PublicError, OSError, KeyError, TypeError, ValueError) as e:
             return _line(request, f"the page of {where} cannot be shown: {e}", code=500)
         return http_util.Respond(request, html, "text/html")
 
