@@ -238,7 +238,8 @@ def faithfulness(
         report.curves[method] = np.mean(curves, axis=0).tolist() if curves else []
     if explained:  # nAOPC's texts (a text without bounds has none for any method) and the near-even ones
         report.naopc_texts = sum(
-            any(not math.isnan(s.get("naopc", math.nan)) for s in e.scores.values()) for e in explained
+            any(isinstance(v := s.get("naopc"), float) and not math.isnan(v) for s in e.scores.values())
+            for e in explained
         )
         report.near_even = sum(e.probability < (1 + NEAR_EVEN) / 2 for e in explained)
     if rationales is not None:

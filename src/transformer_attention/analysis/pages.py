@@ -41,24 +41,31 @@ def quick_methods(length: int, classes: int) -> list[str]:
 
 
 def quick_words(
-    net: TransformerClassifier, ids: Sequence[int] | np.ndarray, target: int, class_name: str
-) -> dict[str, Any]:
-    """A training run's page's word attributions of `ids` to the class `target`: the quick methods' (no scores:
-    their removals cost a pass each), and a note naming what predict.py's page of the text adds."""
-    chosen = quick_methods(len(ids), net.head.out_features)
-    (found,), _ = attribute(net, [list(map(int, ids))], [target], mask_id=None, methods=chosen)
+    net: TransformerClassifier,
+    rows: Sequence[Sequence[int] | np.ndarray],
+    targets: Sequence[int],
+    names: Mapping[int, str],
+) -> list[dict[str, Any]]:
+    """A training run's pages' word attributions of `rows` (token ids), each to its class in `targets` (named in
+    `names`): the quick methods' for the longest row, in one batch (no scores: their removals cost a pass each),
+    and a note naming what predict.py's page of a text adds."""
+    chosen = quick_methods(max(map(len, rows)), net.head.out_features)
+    found, _ = attribute(net, [list(map(int, r)) for r in rows], list(targets), mask_id=None, methods=chosen)
     left = [m.label for n, m in methods().items() if n not in chosen]
     note = (
         f"A training run's page shows the methods that cost at most {PAGE_PASSES} passes of the model on this "
         f"text; predict.py's page of it (save_attention=html) adds {', '.join(left)} and each method's "
         "faithfulness."
     )
-    return {
-        "attributions": {m: a.tolist() for m, a in found.items()},
-        "target": class_name,
-        "words_note": note if left else "",
-        **page_methods(),
-    }
+    return [
+        {
+            "attributions": {m: a.tolist() for m, a in one.items()},
+            "target": names[target],
+            "words_note": note if left else "",
+            **page_methods(),
+        }
+        for one, target in zip(found, targets, strict=True)
+    ]
 
 
 def page_words(

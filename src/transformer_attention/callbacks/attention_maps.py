@@ -200,10 +200,10 @@ class AttentionMapLogger(Callback):
                 title=e.name,
                 caption=e.caption,
                 pooling=pooling,
-                norms=e.norms if e.norms is not None or module is None else maps_of(row),
-                **(page_methods() if module is None or not e.class_name else self._words(module, e)),
+                norms=e.norms if e.norms is not None or norms is None else maps_of(norms),
+                **words,
             )
-            for e, row in zip(self.last, self._norms(module), strict=True)
+            for e, norms, words in zip(self.last, self._norms(module), self._words(module), strict=True)
         ]
         log.info("interactive attention views of %s in %s", plural(len(self.pages), "example"), shown(folder))
         return self.pages
@@ -216,9 +216,14 @@ class AttentionMapLogger(Callback):
         rows = iter(infer(module, [e.ids for e in lacking], need_norms=True))
         return [next(rows) if e.norms is None else None for e in self.last]
 
-    def _words(self, module: Any, logged: Logged) -> dict[str, Any]:
-        """The page's word attributions of `logged`, for the class predicted (analysis/pages.py)."""
-        return quick_words(getattr(module, "net", module), logged.ids, logged.predicted, logged.class_name)
+    def _words(self, module: Any) -> list[dict[str, Any]]:
+        """Each page's word attributions, for the class predicted (analysis/pages.py), in one batch; without a
+        module (or the examples' classes: a language model's), the methods' names alone."""
+        if module is None or not all(e.class_name for e in self.last):
+            return [page_methods() for _ in self.last]
+        names = {e.predicted: e.class_name for e in self.last}
+        net = getattr(module, "net", module)
+        return quick_words(net, [e.ids for e in self.last], [e.predicted for e in self.last], names)
 
     def _with_mean(self, heads: int) -> bool:
         return self.mean and heads > 1  # one head's mean is a copy of it
