@@ -1,6 +1,6 @@
 """The ATTENTION tab in a real TensorBoard (started by the test on a free port, its default loader) and headless
 Chromium: the tab is listed as active, its frame loads the page, hovering a token changes the readout, the text
-view opens on DecompX, the step control keeps the view, save SVG downloads a file, a run without pages says so."""
+view opens on DecompX, the step control keeps the view, save SVG and save PNG download files, a run without pages says so."""
 
 from __future__ import annotations
 
@@ -97,6 +97,15 @@ def point_at(browser: Chromium, selector: str, click: bool = False) -> None:
         browser.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
 
+def downloaded(folder: Path, suffix: str) -> Path:
+    """The one file of `suffix` the browser saved in `folder` (waited for; a download in progress has another)."""
+    deadline = time.monotonic() + 20
+    while not (saved := list(folder.glob(f"*{suffix}"))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(saved) == 1, saved
+    return saved[0]
+
+
 def choose(browser: Chromium, control: str, value: object) -> None:
     """Set the tab's `control` (its id) to `value`, as a user's choice does (a change event)."""
     set_value = f"c.value = {json.dumps(value)}; c.dispatchEvent(new Event('change'))"
@@ -136,11 +145,11 @@ def test_the_tab_shows_each_logged_page_interactive(tensorboard: str, browser: C
     assert browser.js(in_page("doc.getElementById('text-series').value")) == "method-decompx"
 
     point_at(browser, "#export", click=True)
-    deadline = time.monotonic() + 20
-    while not (saved := [p for p in downloads.iterdir() if p.suffix == ".svg"]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert len(saved) == 1 and saved[0].name == "example_0 - text view.svg"
-    assert ElementTree.parse(saved[0]).getroot().tag == "{http://www.w3.org/2000/svg}svg"
+    svg = downloaded(downloads, ".svg")
+    assert svg.name == "example_0 - text view.svg"
+    assert ElementTree.parse(svg).getroot().tag == "{http://www.w3.org/2000/svg}svg"
+    point_at(browser, "#export-png", click=True)
+    assert downloaded(downloads, ".png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
     choose(browser, "run", "empty")
     hint = browser.js(f"[{TAB}.getElementById('hint').hidden, {TAB}.getElementById('hint').textContent]")
