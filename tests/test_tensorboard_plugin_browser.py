@@ -1,6 +1,7 @@
 """The ATTENTION tab in a real TensorBoard (started by the test on a free port, its default loader) and headless
 Chromium: the tab is listed as active, its frame loads the page, hovering a token changes the readout, the text
-view opens on DecompX, the step control keeps the view, save SVG and save PNG download files, a run without pages says so."""
+view opens on DecompX, the step control keeps the view, save SVG and save PNG download files, a run without
+pages says so."""
 
 from __future__ import annotations
 
