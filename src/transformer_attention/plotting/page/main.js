@@ -71,8 +71,9 @@ function viewSvg() {
     img.setAttribute("style", canvases[i].getAttribute("style") + "; image-rendering: pixelated");
     canvas.replaceWith(img);
   });
-  /* a picture of the view, not of the page's controls: no help, no hover readout, each list as its choice */
-  copy.querySelectorAll(".export, .help, #readout, #model-readout, #text-readout, #word-readout")
+  /* a picture of the view, not of the page's controls: no help, no hover hint, each list as its choice (the head
+     view keeps its readout: the weights of the token pinned) */
+  copy.querySelectorAll(".export, .help, #model-readout, #text-readout, #word-readout")
     .forEach((node) => node.remove());
   const selects = view.querySelectorAll("select");
   copy.querySelectorAll("select").forEach((node, i) => {

@@ -39,7 +39,9 @@ export function buildText() {
   listed.forEach(([one]) => {
     if (!groups[one.group]) { groups[one.group] = htmlNode("optgroup", "", "", select); }
     groups[one.group].label = one.group;
-    htmlNode("option", "", seriesName(one), groups[one.group]).value = one.id;
+    const option = htmlNode("option", "", seriesName(one), groups[one.group]);
+    option.value = one.id;
+    option.title = one.method ? methodNote(one.method) : "";
   });
   select.addEventListener("change", () => { state.series = select.value; changed(); });
   byId("text-pooled").textContent = text.pooled;
