@@ -943,3 +943,13 @@ def test_predict_draws_the_norm_maps_in_its_pngs_when_asked(tmp_path: Path):
     cfg.attention_map = "norms"
     with pytest.raises(ConfigError, match="attention_map=norms: not a map kind; use weight or norm"):
         main(cfg)
+
+
+def test_a_one_layer_page_has_no_rollout_to_repeat_its_layer():
+    """A 1-layer rollout is the layer's mean mixed with the residual path: the page offers the layer alone."""
+    one, two = ([torch.rand(2, 7, 7).softmax(-1) for _ in range(n)] for n in (1, 2))
+    for maps, has in ((one, False), (two, True)):
+        data = inlined_data(attention_html(PIECES, maps, norms=maps), raw=True)
+        assert (data["rollout"] is not None) == has
+        for series in (data["text"]["series"], data["kinds"]["norm"]["series"]):
+            assert any(s["id"] == "rollout" for s in series) == has

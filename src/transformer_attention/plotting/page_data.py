@@ -104,6 +104,7 @@ def page_data(
         }
         data["faithfulness_note"] = faithfulness_note or ""
         data["words_note"] = words_note or ""
+    rollout = rollout and len(attentions) > 1  # a 1-layer rollout is that layer's mean, mixed with the residual
     full = attention_rollout(attentions, residual=residual) if rollout else None  # (T, T), the whole text
     if full is not None:  # the page computes the rollout of the maps it holds; of a cut text, it is given
         data["rollout"] = pack(full[:n, :n]) if cut else COMPUTE
