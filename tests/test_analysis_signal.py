@@ -141,3 +141,19 @@ def test_a_sigterm_in_evaluates_analyses_keeps_the_test_metrics(tiny_run, tmp_pa
     pasted = paste(command, tmp_path)
     assert pasted.returncode == 0, pasted.stderr[-3000:]
     assert "head importance" in pasted.stdout
+
+
+@pytest.mark.slow
+def test_a_sigterm_while_evaluate_reads_its_data_says_so_and_how_to_start_again(tiny_run, tmp_path: Path):
+    run, _ = tiny_run
+    ckpt = next((run / "checkpoints").glob("epoch_*.ckpt"))
+    log_dir = tmp_path / "outputs"
+    slowed = "transformer_attention.data.datamodule:ReviewDataModule.setup"
+    args = [f"ckpt_path={ckpt}", f"paths.log_dir={log_dir}"]
+    rc, stdout, stderr = stopped_in(slowed, "evaluate.py", args, tmp_path)
+    check_stopped(rc, stdout, stderr, log_dir, "SIGTERM: stopped reading the data to test")
+    (evaluated,) = run_dirs(log_dir, task="evaluate")
+    assert not (evaluated / "metrics.json").exists()  # nothing was measured
+    pasted = paste(printed_command(stdout + stderr, "start it again with:"), tmp_path)
+    assert pasted.returncode == 0, pasted.stderr[-3000:]
+    assert "test metrics of" in pasted.stdout

@@ -48,20 +48,23 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
         L.seed_everything(cfg.seed, workers=True)
     # every _target_ a user can change, tried before any data
     try_run_groups(plain(cfg.trainer), plain(cfg.get("callbacks")), plain(cfg.get("logger")), prefix="")
-    # the checkpoint's vocabulary and label order, not ones retrained on this dataset
-    datamodule = build_data(
-        trained_data(cfg, module),
-        output_dir=cfg.paths.output_dir,
-        tokenizer=module.tokenizer_json,
-        label_names=module.hparams["label_names"],
-        label_names_from=f"the checkpoint {cfg.ckpt_path}",
-    )
-    datamodule.require_split("test", fix=TEST_SPLIT_FIX)
-    datamodule.setup("test")  # the data is read and checked against the checkpoint before the trainer starts
-    sizes = {split: len(cols["text"]) for split, cols in datamodule.raw.items()}
-    chosen = plan(cfg.get("analyses"), cfg.get("analysis"), sizes, split="test")  # before any work
-    if HEADS_SPLIT in chosen.splits:
-        datamodule.setup("validate")  # tokenized too: the test split already is
+    data = trained_data(cfg, module)
+    # a stop while the data is read says so (Lightning's own handler stops its test)
+    with stop_on_signals(lambda: f"reading the data to test {shown(cfg.ckpt_path)} on"):
+        # the checkpoint's vocabulary and label order, not ones retrained on this dataset
+        datamodule = build_data(
+            data,
+            output_dir=cfg.paths.output_dir,
+            tokenizer=module.tokenizer_json,
+            label_names=module.hparams["label_names"],
+            label_names_from=f"the checkpoint {cfg.ckpt_path}",
+        )
+        datamodule.require_split("test", fix=TEST_SPLIT_FIX)
+        datamodule.setup("test")  # the data is read and checked against the checkpoint before the trainer starts
+        sizes = {split: len(cols["text"]) for split, cols in datamodule.raw.items()}
+        chosen = plan(cfg.get("analyses"), cfg.get("analysis"), sizes, split="test")  # before any work
+        if HEADS_SPLIT in chosen.splits:
+            datamodule.setup("validate")  # tokenized too: the test split already is
     callbacks, loggers = instantiate_group(cfg.get("callbacks")), build_loggers(cfg.get("logger"))
     # precision=auto picks a training precision by timing training steps: a test runs in fp32
     trainer = TrainerBuilder(cfg.trainer, callbacks, loggers).trainer

@@ -16,7 +16,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, open_dict
 
 from ..analysis.run import target_classes
-from ..callbacks.interrupt import Stopped, evaluate_command, resume_command
+from ..callbacks.interrupt import Stopped, evaluate_command, resume_command, stop_on_signals
 from ..data.unlabelled import HubUnavailable
 from ..errors import ConfigError
 from ..files import shown, start_run_log
@@ -67,10 +67,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
     make_model = instantiate(cfg.model, _partial_=True)  # and a bad model._target_, before any data
 
     tokenizer = {"tokenizer": start.tokenizer} if start else {}
-    datamodule = build_data(cfg.data, **tokenizer, **resume.data_settings(cfg.paths.output_dir))
-    if cfg.get("test", True):
-        datamodule.require_split("test", fix=TEST_SPLIT_FIX)  # checked as the data is read, not after training
-    datamodule.setup("fit")
+    with stop_on_signals(lambda: "reading the data, before training"):  # Lightning's own stop from the fit on
+        datamodule = build_data(cfg.data, **tokenizer, **resume.data_settings(cfg.paths.output_dir))
+        if cfg.get("test", True):
+            datamodule.require_split("test", fix=TEST_SPLIT_FIX)  # checked as the data is read, not after training
+        datamodule.setup("fit")
     if (cfg.get("callbacks") or {}).get("model_analysis"):  # its class named among the data's, before training
         target_classes(cfg.analysis.target, [0], datamodule.label_names, datamodule.num_classes, 0)
     model = build_model(make_model, datamodule, data=plain(cfg.data))

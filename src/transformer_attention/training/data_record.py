@@ -18,7 +18,7 @@ MACHINE_KEYS = ("_target_", "cache_dir", "num_workers", "output_dir", "tokenizer
 SOURCE_KEYS = ("name", "path", "data_files", "split_names", "text_column", "label_column", "toy_size")
 MEASURED_KEYS = (
     *SOURCE_KEYS,
-    *("encoding", "val_fraction", "test_fraction", "split_seed", "scrub_pii", "rationale_column", "max_length"),
+    *("encoding", "val_fraction", "test_fraction", "split_seed", "scrub_pii", "max_length"),
 )
 
 
