@@ -60,8 +60,8 @@ def test_one_experiment_checks_what_differs_between_the_runs_under_the_root(tmp_
     assert sorted(checked(experiment)) == ["model.num_heads", "model.pooling", "trainer.max_epochs"]
     names = [h.name for h in experiment.hparam_infos]
     assert names[:3] == checked(experiment) and {"data.name", "seed", "model.d_model"} <= set(names)
-    assert [m.display_name for m in experiment.metric_infos] == ["val/acc_best", "test/acc"]
-    assert [m.name.tag for m in experiment.metric_infos] == ["val/acc_best", "~test/acc"]
+    assert [m.display_name for m in experiment.metric_infos] == ["test/acc", "val/acc_best"]  # test/acc leads
+    assert [m.name.tag for m in experiment.metric_infos] == ["~test/acc", "val/acc_best"]
     assert len(list((root / "hparams").glob("events.out.tfevents.*"))) == 1  # replaced, not appended
 
     (root / "runs" / "b" / "hparams_columns.json").unlink()  # a run deleted (its record with it), then a new one

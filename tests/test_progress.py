@@ -140,3 +140,13 @@ def test_epochs_count_from_one_in_the_bar_the_lines_and_the_checkpoints(tmp_path
     for name in names:
         stored = torch.load(folder / name, map_location="cpu", weights_only=False)["epoch"]
         assert stored + 1 == int(name[6:9])
+
+
+def test_the_epoch_checkpoint_keeps_model_checkpoints_state_key(tmp_path):
+    """A run resumed from a checkpoint that Lightning's ModelCheckpoint wrote finds its state (the best score)."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from transformer_attention.callbacks.epoch_checkpoint import EpochCheckpoint
+
+    given = {"dirpath": tmp_path, "monitor": "val/acc", "mode": "max", "filename": "epoch_{epoch:03d}"}
+    assert EpochCheckpoint(**given).state_key == ModelCheckpoint(**given).state_key

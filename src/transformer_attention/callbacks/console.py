@@ -73,7 +73,7 @@ class TerminalProgress(RichProgressBar):
     def _count_from_one(self, trainer: L.Trainer) -> None:
         if self.progress is not None and self.train_progress_bar_id is not None:
             text = epoch_of(trainer).capitalize().ljust(len(self.validation_description))
-            self.progress.update(self.train_progress_bar_id, description=text)
+            self.progress.update(self.train_progress_bar_id, description=text, refresh=True)  # no frame of 0/9
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._stop_progress()

@@ -10,7 +10,12 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 
 class EpochCheckpoint(ModelCheckpoint):
-    """Lightning's `ModelCheckpoint`, its `{epoch}` counted from 1."""
+    """Lightning's `ModelCheckpoint`, its `{epoch}` counted from 1; its state saved under ModelCheckpoint's key, so
+    that a run resumes from a checkpoint either wrote keeping the best score so far."""
+
+    @property
+    def state_key(self) -> str:
+        return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
 
     def format_checkpoint_name(
         self,

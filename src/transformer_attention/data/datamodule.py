@@ -142,7 +142,7 @@ class ReviewDataModule(L.LightningDataModule):
         tok, desc = ready(self.tokenizer), f"tokenizing {split}"
         ids, from_cache = cache.encoded(self.cache_dir, tok, texts, max_length=self.max_length, desc=desc)
         if from_cache:
-            log.info("data %s: %s split tokenized before, read from the cache %s", self.name, split, self.cache_dir)
+            log.info("data %s: %s split tokenized before, read from the cache %s", self.source, split, self.cache_dir)
         return EncodedDataset(ids, labels, texts)
 
     def load(self) -> dict[str, Columns]:
