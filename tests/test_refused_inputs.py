@@ -120,6 +120,8 @@ def test_label_names_given_to_the_data_name_each_class_once():
     with pytest.raises(DataError, match=r"data\.label_names: label names \['a', 'a'\] give 'a' to more than one"):
         labels_to_ids({"train": [0, 1]}, label_names=["a", "a"])
     assert labels_to_ids({"train": [0, 1]}, label_names=["a", "b"])[1] == ["a", "b"]
+    with pytest.raises(DataError, match=r"data\.label_names=\['a'\] names 1 class\(es\), but label 1 .* 0 to 2$"):
+        labels_to_ids({"train": [0, 1], "test": [], "validation": [2]}, label_names=["a"])
 
 
 # ---- a damaged checkpoint: the same size, still a zip, records that fail their CRC-32 ---------------------------

@@ -114,6 +114,11 @@ def labels_to_ids(
                     f"label {value} in split {split!r}, row {row} is not a class of {names_from}, which has {n} "
                     f"classes (ids 0 to {n - 1}): use data labelled with that model's classes"
                 )
+            if label_names and value > 0:  # names given for fewer classes than the labels hold
+                raise DataError(
+                    f"{names_from}={names} names {n} class(es), but label {value} (split {split!r}, row {row}) "
+                    f"is class {value + 1}: give one name per class id, 0 to {max(max(v) for v in ids.values() if v)}"
+                )
             raise DataError(
                 f"label {value} in split {split!r}, row {row} is outside [0, {n}) ({n} classes); unlabelled "
                 "splits (label -1) cannot be used: leave them out with data.split_names, or set "
