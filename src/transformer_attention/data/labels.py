@@ -115,9 +115,10 @@ def labels_to_ids(
                     f"classes (ids 0 to {n - 1}): use data labelled with that model's classes"
                 )
             if label_names and value > 0:  # names given for fewer classes than the labels hold
+                top = max(max(v) for v in ids.values() if v)
                 raise DataError(
                     f"{names_from}={names} names {n} class(es), but label {value} (split {split!r}, row {row}) "
-                    f"is class {value + 1}: give one name per class id, 0 to {max(max(v) for v in ids.values() if v)}"
+                    f"is class {value + 1}: give one name per class id, 0 to {top}"
                 )
             raise DataError(
                 f"label {value} in split {split!r}, row {row} is outside [0, {n}) ({n} classes); unlabelled "
