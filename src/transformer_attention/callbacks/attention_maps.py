@@ -161,7 +161,8 @@ class AttentionMapLogger(Callback):
             norms = maps_of(drawn_from) if self.kind == "norm" else None  # the page's map switch
             caption = f"{quoted}; pred: {said} at step {step}"
             logged = Logged(example.name, tokens, maps_of(result), caption, norms=norms, ids=example.ids)
-            self.last.append(replace(logged, predicted=pred, class_name=names[pred]))  # what the page's words explain
+            # what the page's words explain: the class predicted (a language model's pages have none)
+            self.last.append(replace(logged, predicted=pred, class_name=names[pred] if labelled else ""))
             shares = pooled_rollout(attention_rollout(layers), pooling)  # (T,)
             keep = key_window(shares, self.max_tokens)
             grid, bars = self._figures(example, tokens, keep, layers[0].shape[0], names, pooling)
