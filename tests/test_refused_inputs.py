@@ -94,6 +94,18 @@ def test_a_value_no_list_of_the_key_takes_gets_the_configs_own_list(conf):  # no
     assert refusal(err.value, ["analysis.k=abc"]).endswith("e.g. 'analysis.k=[10.0, 20.0, 50.0]'")
 
 
+@pytest.mark.xfail(strict=True, reason="needs cli/entry.py's refusal() to take a list node (it calls .get on it)")
+def test_a_mapping_given_for_a_list_is_one_line_with_the_configs_own_list(conf):  # noqa: F811
+    from hydra.errors import HydraException
+
+    from transformer_attention.cli.entry import refusal
+
+    with pytest.raises(HydraException) as err:
+        conf("analysis.k={a: 1}", config_name="evaluate")
+    line = refusal(err.value, ["analysis.k={a: 1}"])
+    assert line == "analysis.k={a: 1}: analysis.k takes a list, not {a: 1}: e.g. 'analysis.k=[10.0, 20.0, 50.0]'"
+
+
 # ---- label names that do not name the classes ------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("names", "says"),
