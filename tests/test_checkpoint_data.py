@@ -58,6 +58,7 @@ def run(task: str, folder: Path, *overrides: str):
         return {"train": train_task, "evaluate": evaluate_task}[task].main(cfg)
     finally:
         GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]  # no Hydra run for the tests after this one
 
 
 @pytest.fixture(scope="module")

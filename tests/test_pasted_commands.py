@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from conftest import ROOT, TINY, entry_env, run_dirs, run_entry
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import open_dict
 
 from transformer_attention.callbacks.analysis import ModelAnalysis
 from transformer_attention.callbacks.console import pasteable
@@ -44,6 +45,7 @@ def test_a_value_pasted_reaches_hydra_as_it_was(value):
 
 def test_the_resume_command_of_a_sweep_job_reaches_hydra_whole():
     command = resume_command(f"/runs/{SWEEP_JOB}/checkpoints/last.ckpt")
+    assert command.startswith("python train.py ")
     args = through_bash(command.removeprefix("python train.py "))
     assert OverridesParser.create().parse_override(args[-1]).value() == f"/runs/{SWEEP_JOB}/checkpoints/last.ckpt"
 
@@ -148,3 +150,50 @@ def test_the_skipped_analysis_line_of_an_imdb_shaped_run_runs_as_printed(tmp_pat
     assert "head importance" in pasted.stdout
     tested = re.search(r"^\s+test/loss\s+(\S+)$", pasted.stdout, flags=re.M)
     assert tested and tested.group(1) == re.search(r"^\s+test/loss\s+(\S+)$", trained.stdout, flags=re.M).group(1)
+
+
+def test_the_resume_line_of_an_optuna_trial_is_one_run(tmp_path: Path):
+    """A trial's job holds the sweep's overrides (`hparams_search=optuna` makes any command a sweep): its resume
+    line keeps the trial's values and drops what makes a sweep, so pasted it resumes that one run."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    trial = ["model.d_model=64", "model.num_heads=4", "hparams_search=optuna", "hydra.sweeper.n_trials=3"]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            cfg = compose("train", overrides=[*trial, "seed=3"], return_hydra_config=True)
+            with open_dict(cfg):
+                cfg.hydra.job.name = "train"
+            HydraConfig.instance().set_config(cfg)
+            command = resume_command(f"/runs/optuna/train/{SWEEP_JOB}/checkpoints/last.ckpt")
+    finally:
+        GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]  # no Hydra run for the tests after this one
+    assert command.startswith("python train.py ")
+    args = through_bash(command.removeprefix("python train.py "))
+    assert args == [
+        "model.d_model=64",
+        "model.num_heads=4",
+        "seed=3",
+        f'ckpt_path="/runs/optuna/train/{SWEEP_JOB}/checkpoints/last.ckpt"',
+    ]
+
+
+@pytest.mark.slow
+def test_the_resume_line_of_a_stopped_sweep_job_runs_as_printed(tmp_path: Path):
+    from test_resume import RESUMABLE, SLOW_TRAIN, interrupt_mid_training
+
+    script = tmp_path / "slow_train.py"
+    script.write_text(SLOW_TRAIN.format(delay=0.3, train=str(ROOT / "train.py")))
+    overrides = ["-m", *RESUMABLE, "model.num_heads=1,2", f"paths.log_dir={tmp_path / 'outputs'}"]
+    stopped = interrupt_mid_training(overrides, tmp_path, signal.SIGTERM, script=script, task="train/multiruns/*")
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-3000:]
+    command = printed_command(stopped.stdout + stopped.stderr, "resume with:")
+    assert " -m" not in command and "model.num_heads=1 " in command  # the job's own value: one run
+    resumed = paste(command, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Restored all states from the checkpoint" in resumed.stdout + resumed.stderr
+    (job,) = [p for p in (tmp_path / "outputs" / "train" / "multiruns").glob("*/0_*")]
+    assert (job / "metrics.json").is_file()  # it went on in the job's folder

@@ -57,7 +57,8 @@ def interrupt_mid_training(
     overrides: list[str], tmp_path: Path, signum: int, script: Path | None = None, task: str = "train"
 ) -> subprocess.CompletedProcess:
     """Start a slowed-down training (`script`: train.py slowed down, unless given), wait for its first
-    last.ckpt, send `signum`, wait for the exit."""
+    last.ckpt (`task`: the folder under the log folder that holds its runs, e.g. `train/multiruns/*`), send
+    `signum`, wait for the exit."""
     if script is None:
         script = tmp_path / "slow_train.py"
         script.write_text(SLOW_TRAIN.format(delay=0.3, train=str(ROOT / "train.py")))
@@ -72,7 +73,8 @@ def interrupt_mid_training(
     )
     try:
         deadline = time.monotonic() + 240
-        while not list(log_dir.glob(f"{task}/runs/*/checkpoints/last.ckpt")):
+        runs = task if "/" in task else f"{task}/runs"
+        while not list(log_dir.glob(f"{runs}/*/checkpoints/last.ckpt")):
             assert proc.poll() is None, proc.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "no last.ckpt after 240 s"
             time.sleep(0.05)

@@ -23,12 +23,19 @@ from .console import pasteable
 log = logging.getLogger(__name__)
 
 
+# what makes a command a sweep: a sweep's job is resumed, or started again, as one run
+SWEEP_KEYS = ("hparams_search", "hydra/sweeper", "hydra/launcher", "hydra.sweeper.", "hydra.launcher.", "hydra.mode")
+
+
 def resume_command(ckpt_path: str | Path | None = None) -> str:
-    """The command that resumes this Hydra run from `ckpt_path` (None: runs it again): its entry and overrides."""
+    """The command that resumes this Hydra run from `ckpt_path` (None: runs it again): its entry and overrides, a
+    sweep's job's as one run."""
     overrides: list[str] = []
     entry = "train"
     if HydraConfig.initialized():
-        overrides = [o for o in HydraConfig.get().overrides.task if ckpt_path is None or not o.startswith("ckpt_path=")]
+        given = HydraConfig.get().overrides.task
+        overrides = [o for o in given if not o.lstrip("+~").startswith(SWEEP_KEYS)]
+        overrides = [o for o in overrides if ckpt_path is None or not o.startswith("ckpt_path=")]
         entry = HydraConfig.get().job.name
     args = [
         *(shlex.quote(o) for o in overrides),
