@@ -20,6 +20,7 @@ from omegaconf import open_dict
 from transformer_attention.errors import ConfigError
 from transformer_attention.inference import predict, trained_length
 from transformer_attention.tasks import evaluate as evaluate_task
+from transformer_attention.tasks import predict as predict_task
 from transformer_attention.tasks import train as train_task
 from transformer_attention.training.checkpoint import load_module
 from transformer_attention.training.data_record import differences, recorded, settings_from
@@ -55,7 +56,7 @@ def run(task: str, folder: Path, *overrides: str):
     HydraConfig.instance().set_config(cfg)
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        return {"train": train_task, "evaluate": evaluate_task}[task].main(cfg)
+        return {"train": train_task, "evaluate": evaluate_task, "predict": predict_task}[task].main(cfg)
     finally:
         GlobalHydra.instance().clear()
         HydraConfig.instance().cfg = None  # type: ignore[assignment]  # no Hydra run for the tests after this one
@@ -130,6 +131,19 @@ def test_predict_cuts_texts_at_the_length_the_model_was_trained_with(trained):
     long = " ".join(POSITIVE * 3)
     (pred,) = predict(module, [long])
     assert trained_length(module) == LENGTH and len(pred.tokens) == LENGTH < pred.text_tokens
+
+
+def test_predict_py_says_in_one_line_a_length_other_than_the_trained_one(trained, tmp_path, caplog):
+    ckpt, _, _ = trained
+    text = f"text={' '.join(NEGATIVE)}"
+    with caplog.at_level(logging.WARNING):
+        (own,) = run("predict", tmp_path / "own", f"ckpt_path={ckpt}", text, f"paths.log_dir={tmp_path}")
+        (cut,) = run(
+            "predict", tmp_path / "cut", f"ckpt_path={ckpt}", text, "max_length=6", f"paths.log_dir={tmp_path}"
+        )
+    assert (len(own.tokens), len(cut.tokens)) == (LENGTH, 6)
+    (line,) = [r.getMessage() for r in caplog.records if "was trained with" in r.getMessage()]
+    assert line.startswith(f"max_length=6: texts cut at 6 tokens, not at the {LENGTH} ")
 
 
 def test_a_checkpoint_that_records_no_data_keeps_working_and_says_so(trained, tmp_path, caplog):
