@@ -217,6 +217,11 @@ def test_long_maps_read_to_three_digits_and_show_every_head_of_a_layer_in_a_brow
     marks = browser.lines("#blocks rect")
     row = np.asarray(read_attention_data(page.read_text(encoding="utf-8"))["layers"][0][0][7])  # as the page holds it
     assert sorted(m["key"] for m in marks) == [int(k) for k in np.flatnonzero(row >= np.float32(1 / n))]
+    page_px, box_px, box_shown, window = browser.js(
+        "[document.documentElement.scrollHeight, document.getElementById('view-box').scrollHeight, "
+        "document.getElementById('view-box').clientHeight, innerHeight]"
+    )
+    assert box_px > 5000 and box_shown <= window and page_px <= 2 * window  # 500 rows scroll in the view's box
     browser.click("#mode-model")
     boxes = browser.js(
         "Array.from(document.querySelectorAll('canvas.map[data-layer=\"0\"]'), c => { var r = "
