@@ -46,7 +46,7 @@ def attribute(
     (`methods`: registered names, None for all), and Integrated Gradients' mean relative completeness error
     (NaN when it did not run). `mask_id`: what a removed word becomes (None: deleted). `seconds`, when given,
     gains each method's time (method -> seconds, added to)."""
-    chosen = registry.check_methods(registry.names() if methods is None else methods)
+    chosen = registry.check_methods(registry.default_names() if methods is None else methods)
     known = registry.methods()
     net = float64_capable(net)
     out: list[dict[str, np.ndarray]] = [{} for _ in rows]
@@ -101,7 +101,7 @@ def passes(
     known = registry.methods()
     options = registry.Options(ig_steps=ig_steps)
     total = Passes()
-    for name in registry.names() if methods is None else methods:
+    for name in registry.default_names() if methods is None else methods:
         for row in rows:
             total += known[name].passes(len(row), classes, options)
     return total

@@ -112,7 +112,7 @@ def passes(
     (the text, and per method one per distinct number of words removed or kept). At most that: a removal two
     methods or two texts share goes through the model once."""
     texts = [row for row in rows if len(row) > 1]
-    methods = registry.check_methods(registry.names() if methods is None else methods)
+    methods = registry.check_methods(registry.default_names() if methods is None else methods)
     scored = 0
     for row in texts:
         n = len(row) - 1
@@ -219,7 +219,7 @@ def faithfulness(
     if options.get("targets") is not None:
         options["targets"] = [options["targets"][i] for i in kept]
     rationales = options.pop("rationales", None)  # (T,) deciding tokens per row, or None: plausibility.py
-    methods = registry.check_methods(registry.names() if methods is None else methods)
+    methods = registry.check_methods(registry.default_names() if methods is None else methods)
     seconds: dict[str, float] = {}
     explained, ig_error = explain_texts(
         net, [rows[i] for i in kept], k=k, mask_id=mask_id, methods=methods, seconds=seconds, **options

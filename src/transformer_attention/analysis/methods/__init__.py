@@ -58,7 +58,9 @@ class Method:
     `signed` (towards the class explained, or against it) or only sizes, `explain(net, ids, mask, target,
     options)` (ids, mask (B, T), target (B,) long -> Explanation, in eval mode, dropout off), `passes(length,
     classes, options)`: the model work of one row of `length` tokens, in forward and backward passes (by default,
-    each row forward once), and `description`: one line for users, what a word's number means and its unit."""
+    each row forward once), `description`: one line for users, what a word's number means and its unit, and
+    `by_default`: whether `analysis.methods=null` (every method) includes it; a method whose cost grows faster
+    than its passes say (decompx_paper: with the cube of the length) runs only when named."""
 
     name: str
     label: str
@@ -66,6 +68,7 @@ class Method:
     explain: Explain
     passes: Callable[[int, int, Options], Passes] = lambda length, classes, options: Passes(forward=1)
     description: str = ""
+    by_default: bool = True
 
 
 METHODS: dict[str, Method] = {}
@@ -128,6 +131,11 @@ def methods() -> dict[str, Method]:
 def names() -> tuple[str, ...]:
     """The registered methods' names, in the tables' order."""
     return tuple(methods())
+
+
+def default_names() -> tuple[str, ...]:
+    """The methods `analysis.methods=null` runs: every one but those that run only when named."""
+    return tuple(name for name, m in methods().items() if m.by_default)
 
 
 def labels() -> dict[str, str]:

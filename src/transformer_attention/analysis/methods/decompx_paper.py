@@ -174,4 +174,10 @@ def passes(length: int, classes: int, options: Options) -> Passes:
     return Passes(forward=length + 1)
 
 
-register(Method("decompx_paper", "DecompX (paper: biases shared)", signed=True, explain=explain, passes=passes))
+# only when named: a row of T tokens costs T^3 (its T + 1 vectors per token through attention), a 1,024-token
+# review minutes on a CPU
+register(
+    Method(
+        "decompx_paper", "DecompX (paper: biases shared)", signed=True, explain=explain, passes=passes, by_default=False
+    )
+)
