@@ -37,6 +37,8 @@ class TransformerClassifier(nn.Module):
     `pooling="cls"` reads the first token, which must be the tokenizer's [CLS]; `"mean"` averages
     the non-pad positions. Padding never changes the logits."""
 
+    predicts_labels = True  # False: its head was never trained on labels (a masked language model's encoder)
+
     def __init__(
         self,
         config: EncoderConfig | None = None,

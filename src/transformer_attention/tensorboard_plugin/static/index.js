@@ -51,7 +51,7 @@ export async function render() {
   const stepText = node("span", bar, { id: "step-text" });
   const hint = node("p", document.body, { id: "hint", hidden: true });
   const frame = node("iframe", document.body, { id: "page", title: "attention page" });
-  let runs = [];
+  let runs;
   try {
     const reply = await fetch("runs");
     runs = (await reply.json()).runs;
