@@ -56,8 +56,10 @@ def wait_for(lines: list[str], marker: str, proc: subprocess.Popen, timeout_s: f
     return any(marker in line for line in lines)
 
 
-def stopped_in(slowed: str, entry: str, args: list[str], cwd: Path, pause: float = 600) -> tuple[int, str, str]:
-    """Run `entry` with `slowed` (`module:owner.name`) pausing `pause` seconds each call, send SIGTERM once it has
+def stopped_in(
+    slowed: str, entry: str, args: list[str], cwd: Path, pause: float = 600, signum: int = signal.SIGTERM
+) -> tuple[int, str, str]:
+    """Run `entry` with `slowed` (`module:owner.name`) pausing `pause` seconds each call, send `signum` once it has
     started, and return the exit status, stdout and stderr."""
     module, _, rest = slowed.partition(":")
     owner, name = rest.split(".")
@@ -71,7 +73,7 @@ def stopped_in(slowed: str, entry: str, args: list[str], cwd: Path, pause: float
         reached = wait_for(out, MARKER, proc, timeout_s=300)
         said = "".join(out)[-3000:] + "".join(err)[-3000:]
         assert reached and proc.poll() is None, f"{slowed} was not reached while {entry} ran:\n{said}"
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
@@ -81,9 +83,9 @@ def stopped_in(slowed: str, entry: str, args: list[str], cwd: Path, pause: float
     return proc.returncode, "".join(out), "".join(err)
 
 
-def check_stopped(rc: int, stdout: str, stderr: str, log_dir: Path, said: str) -> None:
-    """The shell's status for SIGTERM, no traceback, the line `said`, and no lock of a live process left."""
-    assert rc == 128 + signal.SIGTERM, stderr[-3000:]
+def check_stopped(rc: int, stdout: str, stderr: str, log_dir: Path, said: str, signum: int = 15) -> None:
+    """The shell's status for `signum` (15: SIGTERM), no traceback, the line `said`, and no lock of a live process left."""
+    assert rc == 128 + signum, stderr[-3000:]
     assert "Traceback" not in stderr, stderr[-3000:]
     assert said in stdout + stderr, (stdout + stderr)[-3000:]
     assert not list(log_dir.rglob("*.pid")), list(log_dir.rglob("*"))  # every lock let go: none stale
@@ -108,18 +110,20 @@ def test_a_sigterm_in_the_end_of_fit_analysis_keeps_the_fit_and_says_how_to_run_
 
 
 @pytest.mark.slow
-def test_a_sigterm_in_the_test_of_train_keeps_the_fit_and_says_how_to_test_it(tmp_path: Path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stop_in_the_test_of_train_keeps_the_fit_and_says_how_to_test_it(tmp_path: Path, signum: int):
     log_dir = tmp_path / "outputs"
-    # 5 test batches: Lightning stops an evaluation at the end of a batch that is not the last
-    batches = ["data.batch_size=8", "callbacks.model_analysis=null", "callbacks.attention_maps=null"]
-    args = [*TINY, *batches, f"paths.log_dir={log_dir}"]
+    quick = ["data.batch_size=8", "callbacks.model_analysis=null", "callbacks.attention_maps=null"]
+    args = [*TINY, *quick, f"paths.log_dir={log_dir}"]
     test_step = "transformer_attention.module:ClassifierModule.test_step"
-    rc, stdout, stderr = stopped_in(test_step, "train.py", args, tmp_path, pause=1.0)
-    check_stopped(rc, stdout, stderr, log_dir, "SIGTERM: stopped the test; the fit's metrics are saved")
+    rc, stdout, stderr = stopped_in(test_step, "train.py", args, tmp_path, signum=signum)
+    name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+    said = f"{name}: stopped the test (the fit's metrics are kept in metrics.json)"
+    check_stopped(rc, stdout, stderr, log_dir, said, signum=signum)
     (run,) = run_dirs(log_dir)
     kept = json.loads((run / "metrics.json").read_text())
     assert "val/acc" in kept and "test/acc" not in kept  # what was measured, nothing half measured
-    command = printed_command(stdout + stderr, "test it with:")
+    command = printed_command(stdout + stderr, "start it again with:")
     assert command.startswith("python evaluate.py ckpt_path=") and "epoch_" in command  # the best checkpoint
     pasted = paste(command, tmp_path)
     assert pasted.returncode == 0, pasted.stderr[-3000:]

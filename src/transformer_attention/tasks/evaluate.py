@@ -18,8 +18,7 @@ from ..analysis.plan import HEADS_SPLIT, plan
 from ..analysis.run import Analysis, run_analyses, target_classes
 from ..analysis.write import summary
 from ..callbacks.analysis import keep_analysis
-from ..callbacks.interrupt import Stopped, stop_on_signals
-from ..callbacks.interrupt import resume_command as again
+from ..callbacks.interrupt import stop_on_signals
 from ..data.tokenizer import ready
 from ..data.toy import deciding_words_for
 from ..errors import ConfigError
@@ -69,13 +68,14 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     # precision=auto picks a training precision by timing training steps: a test runs in fp32
     trainer = TrainerBuilder(cfg.trainer, callbacks, loggers).trainer
     log_run(trainer.loggers, RunRecord.of(plain(cfg)))  # no metrics: train runs define HPARAMS' columns
-    trainer.test(module, datamodule=datamodule, verbose=False)  # one table: the run's own
+    with stop_on_signals(lambda: f"the test of {shown(cfg.ckpt_path)}"):  # Ctrl-C too, not only SIGTERM
+        trainer.test(module, datamodule=datamodule, verbose=False)  # one table: the run's own
     metrics = logged_metrics(trainer)
     save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads; kept if the analyses stop
     if not chosen.names:
         return metrics, None
-    what = f"the analyses of {shown(cfg.ckpt_path)} (its test metrics are saved: metrics.json)"
-    with stop_on_signals(lambda: what):  # Lightning's SIGTERM handler is gone once its test has ended
+    what = f"the analyses of {shown(cfg.ckpt_path)} (its test metrics are kept in metrics.json)"
+    with stop_on_signals(lambda: what):
         result = run_analyses(
             module.net,
             chosen,
@@ -118,10 +118,7 @@ def main(cfg: DictConfig) -> dict[str, float]:
     """Evaluate and print the test metrics (and the analyses' summary)."""
     try:
         metrics, analysis = evaluate(cfg)
-    except SIGTERMException as stop:  # in the analyses: they said what stopped; in the test: said here
-        if not isinstance(stop, Stopped):
-            ckpt = shown(cfg.ckpt_path)
-            log.warning("SIGTERM: stopped the test of %s\nstart it again with:\n  %s", ckpt, again())
+    except SIGTERMException as stop:  # SIGTERM or Ctrl-C: what stopped and how to start it again are said
         raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
     print(f"test metrics of {shown(cfg.ckpt_path)} ({shown(cfg.paths.output_dir)}):\n{format_metrics(metrics)}")
     if analysis is not None:

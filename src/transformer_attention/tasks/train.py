@@ -92,13 +92,14 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics = logged_metrics(trainer)
     if cfg.get("test", True):  # train=false ckpt_path=...: that checkpoint's weights, never the fresh ones
         given = None if cfg.get("train", True) else resume.ckpt_path
-        try:
-            metrics.update(test_best(trainer, model, datamodule, fallback=given))
-        except SIGTERMException:
+        best = getattr(trainer.checkpoint_callback, "best_model_path", "") or given
+        again = (lambda: evaluate_command(shown(best))) if best else resume_command  # noqa: E731
+        what = "the test (the fit's metrics are kept in metrics.json)"
+        try:  # SIGTERM or Ctrl-C, at once (beside Lightning's own SIGTERM handler): nothing is lost but the test
+            with stop_on_signals(lambda: what, again=again):
+                metrics.update(test_best(trainer, model, datamodule, fallback=given))
+        except Stopped:
             keep_measured(cfg.paths.output_dir, metrics)
-            best = getattr(trainer.checkpoint_callback, "best_model_path", "") or given
-            again = evaluate_command(shown(best)) if best else resume_command()
-            log.warning("SIGTERM: stopped the test; the fit's metrics are saved\ntest it with:\n  %s", again)
             raise
     return metrics
 
