@@ -84,7 +84,7 @@ def stopped_in(
 
 
 def check_stopped(rc: int, stdout: str, stderr: str, log_dir: Path, said: str, signum: int = 15) -> None:
-    """The shell's status for `signum` (15: SIGTERM), no traceback, the line `said`, and no lock of a live process left."""
+    """The shell's status for `signum` (15: SIGTERM), no traceback, the line `said`, no live lock left."""
     assert rc == 128 + signum, stderr[-3000:]
     assert "Traceback" not in stderr, stderr[-3000:]
     assert said in stdout + stderr, (stdout + stderr)[-3000:]
