@@ -36,6 +36,7 @@ from transformer_attention.plotting import (
     save_attention_png,
 )
 from transformer_attention.plotting.html import read_attention_data
+from transformer_attention.tensorboard_plugin.summary import read_page
 from transformer_attention.training.builders import (
     TrainerBuilder,
     build_data,
@@ -182,10 +183,18 @@ def test_maps_logged_every_n_and_at_fit_end(fitted):
     assert sorted(tags) == sorted(expected)
     for tag in tags:  # validation 0, not 1 (every 2nd), then the end of fit; never the sanity check (step 0)
         assert [e.step for e in acc.Images(tag)] == [steps_per_epoch, 2 * steps_per_epoch]
+    pages = [t for t in acc.Tags()["tensors"] if t.startswith("attention/")]  # the ATTENTION tab's, each step
+    assert sorted(pages) == sorted(f"attention/{n}" for n in names)
+    for tag in pages:
+        logged = acc.Tensors(tag)
+        assert [e.step for e in logged] == [steps_per_epoch, 2 * steps_per_epoch]
+        assert read_page(logged[-1].tensor_proto.string_val[0])["title"] == tag.split("/")[-1]
 
 
 def test_maps_cost_little(fitted):
-    assert len(fitted.calls) == 3  # one forward per logging, one for the pages' weight x norm maps at the end
+    # two forwards per logging: the maps, and the pages' weight x norm maps (TensorBoard's ATTENTION tab shows each
+    # logged step's pages); the files written at the end are the last logged step's pages, not made again
+    assert len(fitted.calls) == 4
     for batch, modes, grad, sanity in fitted.calls:
         assert batch == 4  # only the chosen examples (3 + 1 text), not the validation set
         assert modes == {False} and not grad and not sanity  # eval mode everywhere, no autograd graph

@@ -14,18 +14,21 @@ from typing import Any
 import lightning as L
 import numpy as np
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import TensorBoardLogger
 
 from ..analysis.methods import TEXT_METHOD
 from ..analysis.pages import page_methods, quick_words
-from ..files import shown
+from ..files import atomic_write, shown
 from ..inference import infer
 from ..plotting import AttentionGrid, ReviewText, RolloutBars, attention_rollout, pooled_rollout
-from ..plotting.html import save_attention_html
+from ..plotting.html import render_page
+from ..plotting.page_data import page_data
 from ..plotting.scales import DEFAULT_SCALE, MAP_KINDS, check_kind, check_scale, map_shares
 from ..plotting.windows import key_window, window_labels
 from ..plotting.words import POOLED_ROW
 from .console import plural
 from .examples import Example, Logged, choose_examples, label_names, maps_of, pooling_of, table_cell
+from .page_summary import log_page
 from .sinks import ImageWriter, image_loggers, log_text
 from .text_view import check_text_method, text_rows
 
@@ -77,6 +80,7 @@ class AttentionMapLogger(Callback):
         self.views: dict[str, ReviewText] = {}  # each example's text view
         self.last: list[Logged] = []  # what the interactive pages show
         self.pages: list[Path] = []  # the interactive pages written at the end of fit
+        self._pages: tuple[tuple[int, bool] | None, list] = (None, [])  # (step, without module), page data
         self.validations = 0  # validation epochs run, sanity check excluded
         self.last_logged_step: int | None = None
         self.cost: dict[str, Any] = {"logs": 0, "images": 0, "seconds": 0.0}  # logged at the end of fit
@@ -183,6 +187,10 @@ class AttentionMapLogger(Callback):
                 images += 1
         log_text(writers, f"{self.tag}/examples", "\n".join(table), step)
         self.last_logged_step = step
+        tensorboard = [lg.experiment for lg in writers if isinstance(lg, TensorBoardLogger)] if self.html else []
+        for name, data in self.page_data(pooling, pl_module) if tensorboard else []:  # the ATTENTION tab's pages
+            for experiment in tensorboard:
+                log_page(experiment, f"{self.tag}/{name}", data, step)
         self.cost["logs"], self.cost["images"] = self.cost["logs"] + 1, self.cost["images"] + images
         self.cost["seconds"] += time.perf_counter() - start
 
@@ -191,23 +199,34 @@ class AttentionMapLogger(Callback):
         self.writer.wait()
 
     def write_pages(self, folder: Path, pooling: str = "cls", module: Any = None) -> list[Path]:
-        """Each example's interactive page as last logged, `<folder>/<example>.html`; with the `module`, with the
-        map switch and the word attributions (opening on the text method, as predict.py's pages do)."""
-        self.pages = [
-            save_attention_html(
-                folder / f"{e.name}.html",
-                e.tokens,
-                e.attentions,
-                title=e.name,
-                caption=e.caption,
-                pooling=pooling,
-                norms=e.norms if e.norms is not None or norms is None else maps_of(norms),
-                **words,
-            )
-            for e, norms, words in zip(self.last, self._norms(module), self._words(module), strict=True)
-        ]
+        """Each example's interactive page as last logged, `<folder>/<example>.html` (`page_data`'s)."""
+        pages = self.page_data(pooling, module)
+        self.pages = [atomic_write(folder / f"{name}.html", render_page(data)) for name, data in pages]
         log.info("interactive attention views of %s in %s", plural(len(self.pages), "example"), shown(folder))
         return self.pages
+
+    def page_data(self, pooling: str = "cls", module: Any = None) -> list[tuple[str, dict[str, Any]]]:
+        """Each example's page data as last logged, by its name (its page and the ATTENTION tab show it); with the
+        `module`, with the map switch and the word attributions (opening on the text method, as predict.py's).
+        Made once per logged step: the tab's pages at the last step are the files' pages."""
+        if self._pages[0] != (self.last_logged_step, module is None):
+            pages = [
+                (
+                    e.name,
+                    page_data(
+                        e.tokens,
+                        e.attentions,
+                        title=e.name,
+                        caption=e.caption,
+                        pooling=pooling,
+                        norms=e.norms if e.norms is not None or norms is None else maps_of(norms),
+                        **words,
+                    ),
+                )
+                for e, norms, words in zip(self.last, self._norms(module), self._words(module), strict=True)
+            ]
+            self._pages = ((self.last_logged_step, module is None), pages)
+        return self._pages[1]
 
     def _norms(self, module: Any) -> list[Any]:
         """The norm-weighted maps of the examples that lack them (one pass; None each without a module)."""
