@@ -80,7 +80,7 @@ class AttentionMapLogger(Callback):
         self.views: dict[str, ReviewText] = {}  # each example's text view
         self.last: list[Logged] = []  # what the interactive pages show
         self.pages: list[Path] = []  # the interactive pages written at the end of fit
-        self._pages: tuple[tuple[int, bool] | None, list] = (None, [])  # (step, without module), page data
+        self._pages: tuple[tuple[int | None, bool] | None, list] = (None, [])  # (step, without module), page data
         self.validations = 0  # validation epochs run, sanity check excluded
         self.last_logged_step: int | None = None
         self.cost: dict[str, Any] = {"logs": 0, "images": 0, "seconds": 0.0}  # logged at the end of fit
