@@ -71,7 +71,7 @@ def load_texts(source: str, text_column: str = "text") -> list[str]:
         raise HubUnavailable(  # a hub name that did not load: say it of pretrain.extra_texts, not of data.name
             f"pretrain.extra_texts: {given!r} is not a local file or folder and could not be loaded from the "
             f"Hugging Face hub ({str(err).split(': ', 1)[-1].split(';')[0]}); give a local copy instead, e.g. "
-            "pretrain.extra_texts=[../shared/data/imdb] (a folder of train.* files)"
+            "'pretrain.extra_texts=[<a folder of train.* files>]'"
         ) from None
     if split == "train":
         return _texts(our_splits(described, dsets, None)["train"], source, text_column)

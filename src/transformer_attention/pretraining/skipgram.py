@@ -31,7 +31,7 @@ def make_vectors(settings: PretrainConfig, data: PretrainingData, run: PretrainR
     if not data.extra_texts:
         log.warning(
             "skip-gram: no pretrain.extra_texts, so the vectors learn from the labelled train texts alone; "
-            "in-domain unlabelled text (more reviews, e.g. pretrain.extra_texts=[../shared/data/imdb]) is what "
+            "in-domain unlabelled text (more reviews, e.g. 'pretrain.extra_texts=[<a folder of reviews>]') is what "
             "makes them worth it"
         )
     desc = "tokenizing the skip-gram corpus"

@@ -14,12 +14,11 @@ import torch
 from ..errors import CheckpointError, ConfigError
 from ..model.classifier import TransformerClassifier
 from ..model.config import EncoderConfig, encoder_fields
-from ..training.checkpoint import read_checkpoint
+from ..training.checkpoint import ARCHITECTURE, read_checkpoint
 
 log = logging.getLogger(__name__)
 
 # what must be equal between a pretrained encoder and the classifier that starts from it
-ARCHITECTURE = ("d_model", "num_heads", "num_layers", "dim_feedforward", "norm_first", "activation", "positional")
 PREFIX = "net."  # the MaskedLMModule's TransformerClassifier, in its state dict
 
 

@@ -124,8 +124,8 @@ def check_trainer(trainer: Mapping[str, Any], prefix: str) -> None:
     check_rules(trainer, TRAINER_RULES, prefix)
     if trainer.get("max_epochs") == 0:
         raise ConfigError(
-            f"{prefix}max_epochs=0 trains nothing: use {prefix}max_epochs=1 or more (-1: no limit), "
-            "or train=false to test the weights as they are"
+            f"{prefix}max_epochs=0 trains nothing: use {prefix}max_epochs=1 or more (-1: no limit)"
+            + (", or train=false to test the weights as they are" if prefix == "trainer." else "")
         )
     check_devices(trainer, prefix)
 
