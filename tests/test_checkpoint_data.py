@@ -15,7 +15,7 @@ from conftest import ROOT
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 
 from transformer_attention.errors import ConfigError
 from transformer_attention.inference import predict, trained_length
@@ -94,6 +94,8 @@ def test_evaluate_with_no_data_keys_tests_on_the_models_own_data_and_length(trai
     assert metrics["test/acc"] == pytest.approx(train_metrics["test/acc"])  # its own 48 texts, not the toy set
     assert metrics["test/loss"] == pytest.approx(train_metrics["test/loss"], abs=1e-6)  # cut at the same length
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "data" in r.getMessage()]
+    logged = OmegaConf.load(tmp_path / "eval" / "hparams.yaml").data  # HPARAMS: the data tested on
+    assert (logged.name, logged.max_length) == ("cornell-movie-review-data/rotten_tomatoes", LENGTH)
 
 
 @pytest.mark.parametrize(

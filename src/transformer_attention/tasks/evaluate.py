@@ -67,7 +67,8 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     callbacks, loggers = instantiate_group(cfg.get("callbacks")), build_loggers(cfg.get("logger"))
     # precision=auto picks a training precision by timing training steps: a test runs in fp32
     trainer = TrainerBuilder(cfg.trainer, callbacks, loggers).trainer
-    log_run(trainer.loggers, RunRecord.of(plain(cfg)))  # no metrics: train runs define HPARAMS' columns
+    # the data tested on, not the config's placeholder; no metrics: train runs define HPARAMS' columns
+    log_run(trainer.loggers, RunRecord.of({**plain(cfg), "data": data}))
     with stop_on_signals(lambda: f"the test of {shown(cfg.ckpt_path)}"):  # Ctrl-C too, not only SIGTERM
         trainer.test(module, datamodule=datamodule, verbose=False)  # one table: the run's own
     metrics = logged_metrics(trainer)
