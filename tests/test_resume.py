@@ -146,3 +146,40 @@ def test_tokenizer_training_is_deterministic():
     """The `tokenizers` trainer numbers its "##" pieces in hash order (huggingface/tokenizers#1794)."""
     texts = TEXTS * 3 + ["unbelievably underwhelming", "overacted and overlong", "wonderfully understated"]
     assert len({train_tokenizer(texts, vocab_size=120, min_frequency=1).to_str() for _ in range(8)}) == 1
+
+
+def test_a_stop_as_the_last_epoch_ends_gives_the_test_command_not_a_resume(tmp_path: Path, caplog):
+    """Stopped after every epoch has trained (the last epoch's end, before its on_train_end), a resume would be
+    refused ("nothing is left to train"): SaveOnInterrupt says how to test the checkpoint instead."""
+    import logging
+
+    import lightning as L
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    from transformer_attention.callbacks.interrupt import SaveOnInterrupt
+    from transformer_attention.training.builders import TrainerBuilder, build_data, build_model, instantiate_group
+
+    overrides = [
+        *TINY,
+        f"paths.output_dir={tmp_path}",
+        "callbacks.attention_maps=null",
+        "callbacks.model_analysis=null",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    L.seed_everything(0)
+    callbacks = instantiate_group(cfg.callbacks)
+    (stop,) = [c for c in callbacks if isinstance(c, SaveOnInterrupt)]
+    dm = build_data(cfg.data, output_dir=str(tmp_path))
+    dm.setup("fit")
+    module = build_model(instantiate(cfg.model, _partial_=True), dm)
+    trainer = TrainerBuilder(cfg.trainer, callbacks, []).for_model(module, dm)
+    trainer.fit(module, datamodule=dm)
+    stop._trained = False  # as where the fit loop raises after its last epoch, before on_train_end
+    with caplog.at_level(logging.WARNING):
+        stop.on_exception(trainer, module, SIGTERMException())
+    (line,) = [r.getMessage() for r in caplog.records if "SIGTERM: stopped" in r.getMessage()]
+    assert "every epoch trained" in line and "test it with:\n  python evaluate.py ckpt_path=" in line
+    assert "resume with" not in line and (tmp_path / "checkpoints" / "last.ckpt").is_file()
