@@ -23,6 +23,7 @@ from ..data.tokenizer import ready
 from ..data.toy import deciding_words_for
 from ..errors import ConfigError
 from ..files import shown
+from ..inference import trained_length
 from ..module import ClassifierModule
 from ..training.builders import TrainerBuilder, build_data, build_loggers, instantiate_group, logged_metrics, plain
 from ..training.checkpoint import load_module
@@ -38,8 +39,9 @@ TEST_SPLIT_FIX = "evaluate.py tests the test split: give the data one (a test.* 
 
 
 def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
-    """Test `cfg.ckpt_path` on `cfg.data`'s test split, then run the analyses `cfg.analyses` names; returns every
-    logged metric as a float, and what the analyses found (None when none was asked for)."""
+    """Test `cfg.ckpt_path` on the test split of the data it was trained on (`trained_data`), then run the analyses
+    `cfg.analyses` names; returns every logged metric as a float, and what the analyses found (None: none asked).
+    SIGTERM or Ctrl-C stops each stage at once, saying what stopped and the command that starts it again."""
     module = load_module(cfg.get("ckpt_path"))
     if cfg.get("analyses"):  # the class explained is named among the checkpoint's classes before any data is read
         target_classes(cfg.analysis.target, [0], module.hparams["label_names"], module.net.head.out_features, 0)
@@ -48,7 +50,6 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     # every _target_ a user can change, tried before any data
     try_run_groups(plain(cfg.trainer), plain(cfg.get("callbacks")), plain(cfg.get("logger")), prefix="")
     data = trained_data(cfg, module)
-    # a stop while the data is read says so (Lightning's own handler stops its test)
     with stop_on_signals(lambda: f"reading the data to test {shown(cfg.ckpt_path)} on"):
         # the checkpoint's vocabulary and label order, not ones retrained on this dataset
         datamodule = build_data(
@@ -69,7 +70,7 @@ def evaluate(cfg: DictConfig) -> tuple[dict[str, float], Analysis | None]:
     trainer = TrainerBuilder(cfg.trainer, callbacks, loggers).trainer
     # the data tested on, not the config's placeholder; no metrics: train runs define HPARAMS' columns
     log_run(trainer.loggers, RunRecord.of({**plain(cfg), "data": data}))
-    with stop_on_signals(lambda: f"the test of {shown(cfg.ckpt_path)}"):  # Ctrl-C too, not only SIGTERM
+    with stop_on_signals(lambda: f"the test of {shown(cfg.ckpt_path)}"):  # Lightning alone says nothing of Ctrl-C
         trainer.test(module, datamodule=datamodule, verbose=False)  # one table: the run's own
     metrics = logged_metrics(trainer)
     save_metrics(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads; kept if the analyses stop
@@ -94,23 +95,22 @@ def trained_data(cfg: DictConfig, module: ClassifierModule) -> dict[str, Any]:
     """The data settings to test with: the checkpoint's own, with the command line's `data=` and `data.<key>=` on
     top (each key that changes what is measured said in one line); a checkpoint that records none: `cfg.data`."""
     given, record, ckpt = plain(cfg.data), module.data_settings, shown(cfg.ckpt_path)
-    if record is None:
-        older = "records no data settings (written by an older version)"
-        log.warning("%s %s: testing on data %s, as the command line says", ckpt, older, given["name"])
-        return given
     explicit, group = set(), False
     if HydraConfig.initialized():
         group = HydraConfig.get().runtime.choices.get("data") not in (None, DEFAULT_DATA)
         keys = (OverridesParser.create().parse_override(o).key_or_group for o in HydraConfig.get().overrides.task)
         explicit = {key.split(".")[1] for key in keys if key.startswith("data.")}
-    settings = settings_from(record, given, explicit, group)
+    settings = given if record is None else settings_from(record, given, explicit, group)
     longest, length = module.hparams["max_len"], settings.get("max_length")
     if isinstance(length, int) and length > longest:
         raise ConfigError(
             f"data.max_length={length} is longer than the longest input this model takes (max_len {longest}): "
-            f"e.g. data.max_length={min(record.get('max_length') or longest, longest)} (its training length)"
+            f"e.g. data.max_length={trained_length(module)} (its training length)"
         )
-    if changed := differences(record, settings):
+    if record is None:
+        older = "records no data settings (written by an older version)"
+        log.warning("%s %s: testing on data %s, as the command line says", ckpt, older, given["name"])
+    elif changed := differences(record, settings):
         log.warning("testing on other data than %s was trained on: %s", ckpt, "; ".join(changed))
     return settings
 
