@@ -4,6 +4,7 @@ exit status 1. Hydra raises its errors here while its switch HYDRA_FULL_ERROR is
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -14,7 +15,7 @@ from hydra.errors import HydraException
 from omegaconf import BooleanNode, FloatNode, IntegerNode, ListConfig, OmegaConf, StringNode
 from omegaconf.errors import OmegaConfBaseException, ValidationError
 
-from ..checks import closest
+from ..checks import as_list_example, closest
 from ..errors import ConfigError
 from ..pretraining.settings import check_overrides
 from .rundir import CLAIMS, give_up
@@ -113,10 +114,8 @@ def refusal(err: BaseException, overrides: Sequence[str]) -> str:
         full_key, node = getattr(cause, "full_key", None), getattr(cause, "parent_node", None)
         if full_key is None or node is None or not f"{key}.".startswith(f"{full_key}."):
             continue
-        if isinstance(cause, ValidationError):  # a value of the wrong type: the one the config holds is right
-            what = next((w for kind, w in KINDS.items() if isinstance(cause.child_node, kind)), "another value")
-            now = plain(OmegaConf.select(node, str(cause.key), throw_on_resolution_failure=False))
-            return f"{arg}: {key} takes {what}, not {value}: e.g. {shell_quoted(f'{key}={as_override(now)}')}"
+        if isinstance(cause, ValidationError) or isinstance(node, ListConfig):  # a value of the wrong type
+            return f"{arg}: {wrong_type(cause, key, value)}"
         where, _, missing = full_key.rpartition(".")  # a key its node lacks: the nearest, else the node's keys
         known = [str(k) for k in node if not str(k).startswith("_") and str(k) != "hydra"]
         if near := closest(missing, known):
@@ -126,6 +125,31 @@ def refusal(err: BaseException, overrides: Sequence[str]) -> str:
         add = f"; for {target}, add it: e.g. {shell_quoted(f'+{arg}')}" if target else ""
         return f"{arg}: {where or 'the config'} has no key {missing} (its keys: {', '.join(known)}){add}"
     return " ".join(f"{err} {cause or ''}".split()).split(" Config search path:")[0]
+
+
+def wrong_type(cause: Any, key: str, value: str) -> str:
+    """`<key> takes <kind>, not <value>: e.g. <fix>` for a value Hydra cannot hold at `key`: one word where a list
+    belongs is offered as the one-item list meant, where its items fit; else the value the config holds."""
+    listed = isinstance(cause.parent_node, ListConfig)  # a mapping given for a list: the list itself refused it
+    child = cause.parent_node if listed else cause.child_node
+    what = next((w for kind, w in KINDS.items() if isinstance(child, kind)), "another value")
+    now = plain(
+        child if listed else OmegaConf.select(cause.parent_node, str(cause.key), throw_on_resolution_failure=False)
+    )
+    meant = None
+    if isinstance(child, ListConfig) and not listed:
+        meant = as_list_example(value, fits=lambda items: fits(cause.parent_node, str(cause.key), items))
+    return f"{key} takes {what}, not {value}: e.g. {shell_quoted(f'{key}={meant or as_override(now)}')}"
+
+
+def fits(node: Any, key: str, items: list[str]) -> bool:
+    """Whether the list `items` fits `node[key]`'s type (its items checked as the config's schema checks them)."""
+    trial = copy.deepcopy(node)
+    try:
+        trial[key] = items
+    except (ValidationError, ValueError):
+        return False
+    return True
 
 
 def shell_quoted(arg: str) -> str:
