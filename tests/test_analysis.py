@@ -607,7 +607,7 @@ def test_an_analysis_that_would_cost_too_much_is_skipped_with_the_command_that_r
     assert (
         "python evaluate.py ckpt_path=" in line and "'analyses=[heads,faithfulness]' analysis.split=validation" in line
     )
-    assert "data.toy_size=400" in line  # the run's data overrides, so evaluate.py reads the same splits
+    assert "data." not in command  # the checkpoint records its data: evaluate.py reads the same splits without them
     assert not list((tmp_path / "outputs").rglob("analysis")) and proc.returncode == 0
     line = refused("train.py", *tiny_overrides, "callbacks.model_analysis.max_cost=0")
     assert "callbacks.model_analysis.max_cost=0 must be a positive share of the fit's time" in line

@@ -26,8 +26,8 @@ from conftest import ROOT, SHARED_DATA, entry_env
 from omegaconf import OmegaConf
 from test_checkpoint import save_like_lightning, tiny_module
 
+from transformer_attention.analysis.methods import default_names as method_names  # null: all but the costly
 from transformer_attention.analysis.methods import descriptions, labels
-from transformer_attention.analysis.methods import names as method_names
 from transformer_attention.analysis.run import explain_rows
 from transformer_attention.data import load_tokenizer
 from transformer_attention.data.tokenizer import train_tokenizer

@@ -67,7 +67,6 @@ def test_a_single_value_given_for_a_list_is_offered_as_its_one_item_list(given: 
     assert as_list_example(given, fits=lambda items: False) is None  # a list the key does not take: no example
 
 
-@pytest.mark.xfail(strict=True, reason="needs the hook in cli/entry.py's refusal(): as_list_example, checked")
 @pytest.mark.parametrize(
     ("typed", "fix"),
     [("analysis.methods=decompx", "'analysis.methods=[decompx]'"), ("analysis.k=10", "'analysis.k=[10]'")],
@@ -94,7 +93,6 @@ def test_a_value_no_list_of_the_key_takes_gets_the_configs_own_list(conf):  # no
     assert refusal(err.value, ["analysis.k=abc"]).endswith("e.g. 'analysis.k=[10.0, 20.0, 50.0]'")
 
 
-@pytest.mark.xfail(strict=True, reason="needs cli/entry.py's refusal() to take a list node (it calls .get on it)")
 def test_a_mapping_given_for_a_list_is_one_line_with_the_configs_own_list(conf):  # noqa: F811
     from hydra.errors import HydraException
 

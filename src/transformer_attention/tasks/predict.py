@@ -13,17 +13,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from omegaconf import DictConfig
+from torch.utils.tensorboard import SummaryWriter
 
 from ..analysis.agreement import agreement_over_texts
 from ..analysis.faithfulness import Explained
-from ..analysis.methods import TEXT_METHOD, labels, signed
+from ..analysis.pages import page_words
 from ..analysis.run import explain_rows
+from ..callbacks.page_summary import log_page
 from ..checks import is_whole
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError, InputError, printable
 from ..files import atomic_write, shown
 from ..inference import Prediction, infer, predict, trained_length
-from ..plotting import ReviewText, paragraphs, plot_rollout, save_attention_html, save_attention_png, save_figure
+from ..plotting import ReviewText, paragraphs, plot_rollout, save_attention_png, save_figure
+from ..plotting.html import render_page
+from ..plotting.page_data import page_data
 from ..plotting.review import cut_review, plain, read_note
 from ..plotting.scales import DEFAULT_SCALE, MAP_KINDS, SCALES
 from ..plotting.words import POOLED_ROW
@@ -109,24 +113,6 @@ def save_pngs(pred: Prediction, folder: Path, index: int, pooling: str, scale: s
     }
 
 
-def page_words(pred: Prediction, explained: Explained | None, removal: str, agreement: Any) -> dict[str, Any]:
-    """What a page shows of `pred`'s word attributions: each method's, with its faithfulness on this text and its
-    `agreement` over all the texts explained (mean +- SE)."""
-    if explained is None:
-        return {}
-    k = ", ".join(m.split("@")[1] for m in next(iter(explained.scores.values())) if m.startswith("sufficiency@"))
-    target = list(pred.probabilities)[explained.target]
-    return {
-        "attributions": {m: a.tolist() for m, a in explained.attributions.items()},
-        "faithfulness": {m: {q: s.get(q) for q in MEASURES} for m, s in explained.scores.items()},
-        "faithfulness_note": f"for the class {target}; this text's words {removal}; comprehensiveness and "
-        f"sufficiency: the mean over the top {k}% of its words",
-        "agreement": agreement,
-    }
-
-
-# the page's table, per method
-MEASURES = ("comprehensiveness", "sufficiency", "aopc", "naopc", "tau_leave_one_out", "tau_integrated_gradients")
 ATTENTION_FORMATS = {False: (), "none": (), True: ("png",), "png": ("png",), "html": ("html",), "both": ("png", "html")}
 
 
@@ -180,6 +166,7 @@ def main(cfg: DictConfig) -> list[Prediction]:
         found = [e.scores for e in explained if e is not None]
         agreement = agreement_over_texts(found) if len(found) > 1 else None  # beside each text's, on every page
     run, pooling = Path(cfg.paths.output_dir), module.hparams.get("pooling", "cls")
+    tab = SummaryWriter(str(run)) if "html" in formats and cfg.get("tensorboard") else None  # the ATTENTION tab
     records = []
     for i, p in enumerate(preds):
         record = {**p.to_dict(), "tokens_read": len(p.tokens), "truncated": p.text_tokens > len(p.tokens)}
@@ -190,8 +177,7 @@ def main(cfg: DictConfig) -> list[Prediction]:
             record.update(save_pngs(drawn, run / "attention", i, pooling, scale))
         if "html" in formats:
             probs = ", ".join(f"{name} {prob:.2f}" for name, prob in p.probabilities.items())
-            path = save_attention_html(
-                run / "attention" / f"{i:04d}.html",
+            data = page_data(
                 p.tokens,
                 p.attentions or [],
                 title=f"text_{i}",
@@ -199,14 +185,16 @@ def main(cfg: DictConfig) -> list[Prediction]:
                 review=cut_review(p.text, len(p.tokens), tok),
                 pooling=pooling,
                 norms=norms[i],
-                method_labels=labels(),
-                method_signed=signed(),
-                text_method=TEXT_METHOD,
-                **page_words(p, explained[i], removal, agreement),
+                **page_words(p.probabilities, explained[i], removal, agreement),
             )
+            path = atomic_write(run / "attention" / f"{i:04d}.html", render_page(data))
+            if tab is not None:
+                log_page(tab, f"predict/text_{i}", data, step=0)
             record["attention_html"] = str(path)
         records.append(json.dumps(record, ensure_ascii=False) + "\n")
     atomic_write(run / "predictions.jsonl", "".join(records))
+    if tab is not None:
+        tab.close()
     for p in preds:
         probs = "  ".join(f"{name}={prob:.4f}" for name, prob in p.probabilities.items())
         note = read_note(len(p.tokens), p.text_tokens)  # "read 64 of 494 tokens: " where the text was cut

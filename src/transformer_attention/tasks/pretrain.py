@@ -3,6 +3,7 @@ cached result) run on its own: a masked language model, or skip-gram vectors; it
 
 from __future__ import annotations
 
+import shlex
 import signal
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
+from ..callbacks.console import pasteable
 from ..errors import ConfigError
 from ..pretraining import METHODS, PretrainConfig, PretrainRun, Start, pretrain
 from ..training.builders import plain
@@ -38,5 +40,6 @@ def main(cfg: DictConfig) -> str:
     given = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     kept = [o for o in given if not o.lstrip("+~").startswith(NOT_FOR_FINE_TUNING)]
     print(f"pretrained {METHODS[settings.method].what}: {start.source}")
-    print(f"fine-tune it: python train.py {' '.join([*kept, f'model.init_from={start.source}'])}")
+    line = [shlex.quote(o) for o in kept] + [pasteable("model.init_from", start.source)]  # pasted back as printed
+    print(f"fine-tune it: python train.py {' '.join(line)}")
     return start.source
