@@ -236,10 +236,14 @@ def faithfulness(
         }
         curves = [e.scores[method]["curve"] for e in explained]
         report.curves[method] = np.mean(curves, axis=0).tolist() if curves else []
-    if explained:  # nAOPC's texts (a text without bounds has none for any method) and the near-even ones
-        report.naopc_texts = sum(
-            any(isinstance(v := s.get("naopc"), float) and not math.isnan(v) for s in e.scores.values())
-            for e in explained
+    if explained:  # nAOPC's texts (a text without bounds has none for any method; its search off: not counted)
+        report.naopc_texts = (
+            None
+            if not options.get("normalized", True)
+            else sum(
+                any(isinstance(v := s.get("naopc"), float) and not math.isnan(v) for s in e.scores.values())
+                for e in explained
+            )
         )
         report.near_even = sum(e.probability < (1 + NEAR_EVEN) / 2 for e in explained)
     if rationales is not None:

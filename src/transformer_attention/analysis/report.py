@@ -80,7 +80,7 @@ class Faithfulness:
         if n is not None and n < self.texts:
             why = (
                 f"a text over {BOUNDS_MAX_WORDS} words has none (their search costs n(n + 1) passes), nor one "
-                "where no removal moves p, nor any when the search is switched off"
+                "where no removal moves p"
             )
             notes.append(
                 f"nAOPC: over the {n} of {self.texts} texts with its bounds ({why})" if n else f"no nAOPC: {why}"

@@ -170,7 +170,10 @@ def main(cfg: DictConfig) -> float | None:
     except SIGTERMException as stop:  # SIGTERM or Ctrl-C: last.ckpt is saved, the resume command logged
         raise SystemExit(stop.code if stop.code is not None else 128 + signal.SIGTERM) from None
     keep_measured(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
-    print(f"final metrics ({shown(cfg.paths.output_dir)}):\n{format_metrics(metrics)}")
+    header = f"final metrics ({shown(cfg.paths.output_dir)}):"
+    if len(header) > 120:  # a 120-column terminal would cut the path: the path whole on a line of its own
+        header = f"final metrics of the run in\n{shown(cfg.paths.output_dir)}"
+    print(f"{header}\n{format_metrics(metrics)}")
     name = cfg.get("optimized_metric")
     if name and name not in metrics and not cfg.get("train", True):
         return None  # train=false: only tested, no validation metric to optimise
