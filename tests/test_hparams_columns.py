@@ -78,3 +78,14 @@ def test_a_run_alone_checks_what_it_changes(tmp_path):
     (experiment,) = experiments(tmp_path).values()
     assert checked(experiment) == ["model.num_heads"]
     assert not (tmp_path / "hparams").exists() and not (tmp_path / "hparams_columns.json").exists()
+
+
+def test_with_more_than_five_differing_the_models_settings_are_checked_before_the_datas(tmp_path):
+    root = tmp_path / "train"
+    other = config(num_heads=8, pooling="mean", epochs=3)
+    other["data"] = {"name": "rotten_tomatoes", "max_length": 128, "path": "rt", "batch_size": 16}
+    train(root, "runs/a", config(), [])
+    train(root, "runs/b", other, [])  # 7 settings differ: TensorBoard ticks five
+    ticked = checked(experiments(root)["hparams"])
+    assert "model.num_heads" in ticked and "model.pooling" in ticked and "trainer.max_epochs" in ticked
+    assert len(ticked) == 5 and len([k for k in ticked if k.startswith("data.")]) == 2  # of the four data keys

@@ -1,9 +1,10 @@
 """HPARAMS' experiment: the columns TensorBoard's HPARAMS tab shows for every run it reads, and which are checked.
 
 TensorBoard takes the first experiment summary it finds for all the runs it shows, checks the first five columns
-marked `differs` and the first five metrics. So a task's train runs share one experiment, in `<root>/hparams/`
-(root: `outputs/train`), rewritten by each run from what every run under the root recorded (`<run>/RECORD`): a
-column differs where their values differ (a run alone: what it changes from the defaults)."""
+marked `differs` (by name) and the first five metrics; where more than five settings differ, the five marked are
+the model's, then the trainer's, ..., the data's last (`rank`). So a task's train runs share one experiment, in
+`<root>/hparams/` (root: `outputs/train`), rewritten by each run from what every run under the root recorded
+(`<run>/RECORD`): a column differs where their values differ (a run alone: what it changes from the defaults)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,15 @@ FOLDER = "hparams"  # under the root: the experiment's own TensorBoard run
 MISSING = "none"  # a setting a run lacks or leaves unset: parallel coordinates drops a run without a value
 
 
+TICKED = 5  # the columns HPARAMS ticks as it opens
+RANKS = ("model.", "trainer.", "seed", "pretrain.", "data.")  # what most often tells runs apart, first
+
+
+def rank(key: str) -> int:
+    """Where `key` comes among differing settings when more than five differ: the model's first, the data's last."""
+    return next((i for i, prefix in enumerate(RANKS) if key.startswith(prefix)), len(RANKS))
+
+
 def experiment_summary(settings: Mapping[str, Any], differ: Sequence[str], metrics: Sequence[str]) -> Summary:
     """HPARAMS' experiment: the `settings` columns (`differ` checked), then `metrics`, shown by their own names
     (`test/acc`, written `~test/acc` in TensorBoard: plotting/tags.py)."""
@@ -34,8 +44,9 @@ def experiment_summary(settings: Mapping[str, Any], differ: Sequence[str], metri
     experiment, _, _ = hparams(columns, dict.fromkeys(map(tensorboard_tag, metrics), 0.0))
     stored = experiment.value[0].metadata.plugin_data
     data = HParamsPluginData.FromString(stored.content)
+    ticked = set(sorted(differ, key=rank)[:TICKED])  # TensorBoard ticks the first five marked, by name: these
     for info in data.experiment.hparam_infos:
-        info.differs = info.name in differ
+        info.differs = info.name in ticked
     for info, name in zip(data.experiment.metric_infos, metrics, strict=True):
         info.display_name = name
     stored.content = data.SerializeToString()
