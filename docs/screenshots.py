@@ -18,6 +18,7 @@ import argparse
 import base64
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,8 +31,9 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT / "tests"), str(DOCS)]
 from chromium import Chromium, find_chromium  # noqa: E402
+from pictures import stamp  # noqa: E402  (docs/pictures.py: each picture's sources, hashed as it is taken)
 
 SWEEP = ["train.py", "-m", "model.num_heads=2,4", "trainer.max_epochs=4"]
 # every element of the page, shadow roots included (SCALARS, IMAGES and HPARAMS are Polymer), and those
@@ -42,7 +44,7 @@ DEEP = (
     "function shown(text) { return deep(document).filter(function (e) { return e.textContent.trim() === text && "
     "e.getBoundingClientRect().width > 0; }); } "
 )
-TRAIN = ["train/acc", "train/loss_epoch", "val/acc"]  # TIME SERIES' first screen
+TRAIN = ["val/acc", "val/loss"]  # TIME SERIES' first screen: the val group (~test, ~train and the rest sort after)
 IMAGES = {"tags": "example_3/", "runs": "num_heads=4"}  # the toy set's longest example, in one run: 4 heads
 
 
@@ -57,8 +59,9 @@ def tensorboard(stack: ExitStack, log_dir: Path) -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "tensorboard.main", f"--logdir={log_dir}", "--host=127.0.0.1", f"--port={port}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # started beside the folder, so the logdir it shows is the folder's name (`outputs`), not a temporary path
+    cmd = [sys.executable, "-m", "tensorboard.main", f"--logdir={log_dir.name}", "--host=127.0.0.1", f"--port={port}"]
+    proc = subprocess.Popen(cmd, cwd=log_dir.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stack.callback(proc.wait, timeout=10)  # callbacks run last first: terminate, then wait
     stack.callback(proc.terminate)
     url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
@@ -85,15 +88,15 @@ def type_into(chrome: Chromium, label: str, text: str) -> None:
 
 
 def metrics_fit(chrome: Chromium) -> None:
-    """HPARAMS as it opens: wait for the table, then say whether its first two metric columns are in view."""
+    """HPARAMS as it opens: wait for the table, then say whether its first metric column (test/acc) is in view."""
     fits = DEEP + (
-        "deep(document).filter(e => e.matches('paper-checkbox.metric-checkbox')).slice(0, 2).every(m => "
+        "deep(document).filter(e => e.matches('paper-checkbox.metric-checkbox')).slice(0, 1).every(m => "
         "shown(m.textContent.trim()).some(h => h.matches('.table-header') && h.getBoundingClientRect().right "
         "<= innerWidth))"
     )
     chrome.wait_for(DEEP + "shown('Trial ID').length > 0", 60)
     time.sleep(1)
-    print(f"HPARAMS at its defaults: the first two metric columns {'fit' if chrome.js(fits) else 'do NOT fit'}")
+    print(f"HPARAMS at its defaults: the first metric column {'fits' if chrome.js(fits) else 'does NOT fit'}")
 
 
 def shoot(chrome: Chromium, url: str, out: Path, ready: list[str], act=None, settle: float = 3.0) -> None:
@@ -108,8 +111,15 @@ def shoot(chrome: Chromium, url: str, out: Path, ready: list[str], act=None, set
     loaded = "deep(document).every(e => e.tagName !== 'IMG' || e.complete)"
     chrome.wait_for(DEEP + f"{json.dumps(ready)}.every(t => shown(t).length > 0) && {loaded}", 60)
     time.sleep(settle)
-    out.write_bytes(base64.b64decode(chrome.send("Page.captureScreenshot", format="png")["data"]))
+    save(chrome, out)
     chrome.send("Page.close")
+
+
+def save(chrome: Chromium, out: Path) -> None:
+    """The tab as `out`; a picture of the guide's is stamped with its sources as they are now (docs/pictures.py)."""
+    out.write_bytes(base64.b64decode(chrome.send("Page.captureScreenshot", format="png")["data"]))
+    if out.parent.resolve() == DOCS:
+        stamp([out.name])
     print(f"wrote {out}")
 
 
@@ -132,6 +142,7 @@ PAGE_SHOTS = {  # picture -> the page's hash: the tab and what it opens on (unif
     "html_view.png": "view=head&scale=uniform&heads=2&token=7",
     "html_model_view.png": "view=model&scale=uniform",
     "html_text.png": "view=text&scale=uniform",
+    "html_words.png": "view=words",
 }
 
 
@@ -147,9 +158,8 @@ def page_shots(chrome: Chromium, ckpt: Path, out: Path, scratch: Path) -> None:
         chrome.send("Emulation.setDeviceMetricsOverride", width=1200, height=900, deviceScaleFactor=1, mobile=False)
         chrome.send("Page.navigate", url=f"{page.as_uri()}#{view}")
         chrome.wait_for("document.readyState === 'complete' && !!document.querySelector('#lines')", 30)
-        (out / name).write_bytes(base64.b64decode(chrome.send("Page.captureScreenshot", format="png")["data"]))
+        save(chrome, out / name)
         chrome.send("Page.close")
-        print(f"wrote {out / name}")
 
 
 def main() -> None:
@@ -169,21 +179,24 @@ def main() -> None:
             chrome = Chromium(exe, scratch / "profile")
             stack.callback(chrome.close)
             return page_shots(chrome, args.page, args.out, scratch)
-        log_dir = args.logdir
-        if log_dir is None:
-            sweep(log_dir := scratch / "outputs")
-        if args.real:  # beside the sweep, under the name TensorBoard gives it: its folder's
-            (log_dir / "train" / "runs").mkdir(parents=True, exist_ok=True)
-            (log_dir / "train" / "runs" / args.real.name).symlink_to(args.real.resolve())
+        log_dir = args.logdir or scratch / "outputs"
+        if args.real:  # beside the sweep, under the name TensorBoard gives it: its folder's; copied (checkpoints
+            # left out) before the sweep, whose jobs then count it among the runs whose differing settings HPARAMS ticks
+            target = log_dir / "train" / "runs" / args.real.name
+            shutil.copytree(args.real, target, ignore=shutil.ignore_patterns("checkpoints"))
             IMAGES.update(tags="example_0/", runs=args.real.name)
+        if args.logdir is None:
+            sweep(log_dir)
         url = tensorboard(stack, log_dir)
         chrome = Chromium(exe, scratch / "profile")
         stack.callback(chrome.close)
         shoot(chrome, f"{url}/", args.out / "tensorboard_timeseries.png", TRAIN, settle=6)
         shoot(chrome, f"{url}/#scalars", args.out / "tensorboard_scalars.png", TRAIN)
         shoot(chrome, f"{url}/#hparams", args.out / "tensorboard_hparams.png", ["Trial ID"], act=metrics_fit)
-        tags = [f"~attention/{IMAGES['tags']}{kind}" for kind in ("layer_0", "rollout", "text")]
+        tags = [f"~attention/{IMAGES['tags']}{kind}" for kind in ("layer_0", "text")]  # a 1-layer run has no rollout
         shoot(chrome, f"{url}/#images", args.out / "tensorboard_images.png", tags, act=images)
+        # the ATTENTION tab: its frame (and the page's inside it) draws after TensorBoard's own page is ready
+        shoot(chrome, f"{url}/#attention", args.out / "tensorboard_attention.png", ["Attention"], settle=10)
 
 
 if __name__ == "__main__":

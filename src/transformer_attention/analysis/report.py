@@ -58,8 +58,7 @@ class Faithfulness:
     def table(self) -> list[str]:
         """The summary as a markdown table: one row per method, best AOPC first; agreement as mean +- standard error,
         "= (identical)" when the rankings are the same on every text."""
-        extra = {"naopc": "nAOPC", "tau_leave_one_out": "tau LOO", "tau_integrated_gradients": "tau IG",
-                 **PLAUSIBILITY}  # fmt: skip
+        extra = {"naopc": "nAOPC", "tau_leave_one_out": "tau LOO", "tau_integrated_gradients": "tau IG", **PLAUSIBILITY}
         shown = [m for m in extra if self._measured(m)]  # nAOPC, when its bounds were searched
         head = ["method", *(f"compr. {k:g}%" for k in self.k), "compr.", *(f"suff. {k:g}%" for k in self.k), "suff."]
         head += ["AOPC", *(extra[m] for m in shown), "s / text"]
