@@ -43,7 +43,10 @@ def test_a_value_pasted_reaches_hydra_as_it_was(value):
     assert (override.key_or_group, override.value()) == ("ckpt_path", value)
 
 
-def test_the_resume_command_of_a_sweep_job_reaches_hydra_whole():
+def test_the_resume_command_of_a_sweep_job_reaches_hydra_whole(monkeypatch):
+    from hydra.core.hydra_config import HydraConfig
+
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # no Hydra run left set up by another test in-process
     command = resume_command(f"/runs/{SWEEP_JOB}/checkpoints/last.ckpt")
     assert command.startswith("python train.py ")
     args = through_bash(command.removeprefix("python train.py "))
