@@ -172,7 +172,7 @@ def main(cfg: DictConfig) -> float | None:
     keep_measured(cfg.paths.output_dir, metrics)  # what a sweep's summary table reads
     header = f"final metrics ({shown(cfg.paths.output_dir)}):"
     if len(header) > 120:  # a 120-column terminal would cut the path: the path whole on a line of its own
-        header = f"final metrics of the run in\n{shown(cfg.paths.output_dir)}"
+        header = f"the run's folder:\n{shown(cfg.paths.output_dir)}\nfinal metrics:"
     print(f"{header}\n{format_metrics(metrics)}")
     name = cfg.get("optimized_metric")
     if name and name not in metrics and not cfg.get("train", True):
