@@ -28,6 +28,8 @@ DEEP = (
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory) -> Path:
     """`outputs/` after `python train.py` (TINY), one with SECOND's changes, and a sweep of `SWEPT`."""
+    if find_chromium() is None:  # before the runs it would train for nothing
+        pytest.skip("no Chromium or Chrome on PATH (the test drives it over DevTools): apt-get install chromium")
     log_dir = tmp_path_factory.mktemp("hparams") / "outputs"
     given = [*TINY, *QUIET, f"paths.log_dir={log_dir}"]
     run_entry("train.py", *given)
