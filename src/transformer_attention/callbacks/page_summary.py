@@ -8,19 +8,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
-from torch.utils.tensorboard.writer import FileWriter
 
 from ..tensorboard_plugin.summary import page_summary
+from .sinks import write_summary
 
 
 def log_page(experiment: SummaryWriter, tag: str, page_data: Mapping[str, Any], step: int) -> int:
     """Log one example's `page_data` (the dict `plotting.page_data` builds) as `tag` at `step`, shown in the
     ATTENTION tab; returns the bytes of the compressed page."""
     summary = page_summary(tag, page_data)
-    if experiment.file_writer is not None:
-        experiment.file_writer.add_summary(summary, global_step=step)
-    else:  # the logger was closed (after fit): a file of its own beside the run's
-        late = FileWriter(experiment.log_dir)
-        late.add_summary(summary, global_step=step)
-        late.close()
+    write_summary(experiment, summary, step)
     return len(summary.value[0].tensor.string_val[0])

@@ -49,10 +49,15 @@ def add_tensorboard_image(writer: SummaryWriter, tag: str, image: np.ndarray, st
     height, width, channels = image.shape
     png = Summary.Image(height=height, width=width, colorspace=channels, encoded_image_string=png_bytes(image))
     metadata = create_summary_metadata(display_name=tag, description=description)
-    summary = Summary(value=[Summary.Value(tag=tag, image=png, metadata=metadata)])
+    write_summary(writer, Summary(value=[Summary.Value(tag=tag, image=png, metadata=metadata)]), step)
+
+
+def write_summary(writer: SummaryWriter, summary: Summary, step: int) -> None:
+    """`summary` at `step` in `writer`'s run; after the logger was closed (after fit), in a file of its own beside
+    the run's."""
     if writer.file_writer is not None:
         writer.file_writer.add_summary(summary, global_step=step)
-    else:  # the logger was closed (after fit): a file of its own beside the run's
+    else:
         late = FileWriter(writer.log_dir)
         late.add_summary(summary, global_step=step)
         late.close()
