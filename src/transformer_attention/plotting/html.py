@@ -5,7 +5,6 @@ modules (page/, package data) and data inlined. Text never becomes markup: token
 from __future__ import annotations
 
 import functools
-import html
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 
 from ..files import atomic_write
+from ..tensorboard_plugin.page import fill
 from .pack import unpacked
 from .page_data import MAX_HTML_TOKENS, MIN_WEIGHT, page_data
 
@@ -35,14 +35,7 @@ def attention_html(tokens: Sequence[str], attentions: Sequence[np.ndarray | torc
 def render_page(data: Mapping[str, Any]) -> str:
     """The page of `data` (`page_data`'s dict: the page's script reads it from the element #attention-data)."""
     page, style, script = _assets()
-    fills = {
-        "TITLE": _text(data["title"]),
-        "CAPTION": _text(data["caption"]),
-        "DATA": _json(dict(data)),
-        "STYLE": style,
-        "SCRIPT": script,
-    }
-    return re.sub(r"__(TITLE|CAPTION|DATA|STYLE|SCRIPT)__", lambda m: fills[m.group(1)], page)  # one pass
+    return fill(page, data["title"], data["caption"], data, STYLE=style, SCRIPT=script)  # the tab's rules too
 
 
 def save_attention_html(
@@ -61,19 +54,6 @@ def read_attention_data(page: str, *, raw: bool = False) -> dict:
     start = page.index(">", start) + 1
     data = json.loads(page[start : page.index("</script>", start)])
     return data if raw else unpacked(data)
-
-
-def _text(s: str) -> str:
-    """HTML-escaped text, `/` too: no `</...>` and no `//` from user text in the markup."""
-    return html.escape(s, quote=True).replace("/", "&#x2F;")
-
-
-def _json(data: dict) -> str:
-    """JSON that is safe inside a <script> element: `<`, `>`, `&`, `/` as escapes JSON.parse reads back."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("/", "\\/")):
-        text = text.replace(ch, esc)
-    return text
 
 
 @functools.lru_cache(maxsize=1)

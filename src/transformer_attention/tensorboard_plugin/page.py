@@ -9,6 +9,7 @@ import functools
 import html
 import json
 import re
+from collections.abc import Mapping
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,15 @@ def render(data: dict[str, Any]) -> str:
     """The HTML of the page of `data` (plotting's `page_data`), as html.py's `render_page` writes it."""
     template, style = _template()
     title, caption = (str(data.get(key) or "") for key in ("title", "caption"))
-    fills = {"TITLE": _text(title or "attention"), "CAPTION": _text(caption), "DATA": _json(data), "STYLE": style}
-    return re.sub(r"__(TITLE|CAPTION|DATA|STYLE)__", lambda m: fills[m.group(1)], template)
+    return fill(template, title or "attention", caption, data, STYLE=style)
+
+
+def fill(template: str, title: str, caption: str, data: Mapping[str, Any], **parts: str) -> str:
+    """The page `template` with its __TITLE__ and __CAPTION__ (HTML-escaped), __DATA__ (JSON safe inside a
+    <script> element) and each of `parts` (e.g. STYLE, SCRIPT: as they are) filled, in one pass: plotting's
+    standalone pages and the tab's alike. Text never becomes markup."""
+    fills = {"TITLE": _text(title), "CAPTION": _text(caption), "DATA": _json(data), **parts}
+    return re.sub(rf"__({'|'.join(fills)})__", lambda m: fills[m.group(1)], template)
 
 
 @functools.lru_cache(maxsize=1)
@@ -55,10 +63,11 @@ def _template() -> tuple[str, str]:
 
 
 def _text(s: str) -> str:
+    """HTML-escaped text, `/` too: no `</...>` and no `//` from user text in the markup."""
     return html.escape(s, quote=True).replace("/", "&#x2F;")
 
 
-def _json(data: dict[str, Any]) -> str:
+def _json(data: Mapping[str, Any]) -> str:
     """JSON safe inside a <script> element: `<`, `>`, `&`, `/` as escapes that JSON.parse reads back."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("/", "\\/")):
