@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,22 @@ def run_entry(
         output = f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{output}")
     return proc
+
+
+def installed_wheel(tmp_path: Path) -> tuple[Path, Path]:
+    """A wheel built from a copy of the project (src/, pyproject.toml, README.md, LICENSE), and the folder it is
+    installed into from that wheel, not editable (`tmp_path/site`, for PYTHONPATH): (wheel, folder)."""
+    build = tmp_path / "project"
+    shutil.copytree(ROOT / "src", build / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, build / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    wheels, site = tmp_path / "dist", tmp_path / "site"
+    wheel_args = ["wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(build)]
+    subprocess.run([*pip, *wheel_args], check=True, timeout=300)
+    (wheel,) = wheels.glob("transformer_attention-*.whl")
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True, timeout=300)
+    return wheel, site
 
 
 def run_dirs(log_dir: Path, task: str = "train") -> list[Path]:

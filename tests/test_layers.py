@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, installed_wheel
 
 from transformer_attention.plotting.html import MODULES
 
@@ -249,19 +249,10 @@ def test_the_attention_page_is_package_data_of_a_regular_install(tmp_path: Path)
     """A wheel built from the project holds page/page.html, page/page.css and the page's ES modules; installed
     from it (not editable),
     the view renders a page with the style and script inlined."""
-    build = tmp_path / "project"
-    shutil.copytree(ROOT / "src", build / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, build / name)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(build)],
-                   check=True, timeout=300)  # fmt: skip
-    (wheel,) = (tmp_path / "dist").glob("transformer_attention-*.whl")
+    wheel, target = installed_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     page = {f"transformer_attention/plotting/page/{name}" for name in ("page.html", "page.css")}
     assert page | {f"transformer_attention/plotting/page/{m}.js" for m in MODULES} <= set(names)
-    target = tmp_path / "site"
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True, timeout=300)
     code = (
         "import numpy as np, transformer_attention.plotting.html as h\n"
         "print(h.__file__)\n"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import installed_wheel
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.application import TensorBoardWSGI
 from tensorboard.backend.event_processing.data_provider import MultiplexerDataProvider
@@ -243,20 +242,11 @@ def test_a_page_logged_after_the_logger_closed_still_reaches_the_tab(logged, tmp
 def test_a_regular_install_ships_the_tab(tmp_path: Path):
     """A wheel built from the project registers the entry point and holds the tab's script; installed from it (not
     editable), the plugin finds its script and the page's modules and template."""
-    build = tmp_path / "project"
-    shutil.copytree(ROOT / "src", build / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, build / name)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    wheel_args = ["wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(build)]
-    subprocess.run([*pip, *wheel_args], check=True, timeout=300)
-    (wheel,) = tmp_path.glob("transformer_attention-*.whl")
+    wheel, target = installed_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as z:
         assert "transformer_attention/tensorboard_plugin/static/index.js" in z.namelist()
         (entry_points,) = [n for n in z.namelist() if n.endswith(".dist-info/entry_points.txt")]
         assert "[tensorboard_plugins]\nattention = " in z.read(entry_points).decode()
-    target = tmp_path / "site"
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True, timeout=300)
     code = (
         "from transformer_attention.tensorboard_plugin import page\n"
         "print(page.__file__)\n"
