@@ -105,6 +105,18 @@ def test_a_mapping_given_for_a_list_is_one_line_with_the_configs_own_list(conf):
 
 
 # ---- label names that do not name the classes ------------------------------------------------------------------
+def refusals(ckpt: Path, text: str, output_dir: Path) -> list[str]:
+    """What predict.py and evaluate.py (in process) each refuse `ckpt` with, as a CheckpointError, given `text`."""
+    cfg = OmegaConf.create({"ckpt_path": str(ckpt), "text": text, "batch_size": 4})
+    cfg.paths = {"output_dir": str(output_dir)}
+    lines = []
+    for entry in (predict_main, evaluate):
+        with pytest.raises(CheckpointError) as err:
+            entry(cfg)
+        lines.append(str(err.value))
+    return lines
+
+
 @pytest.mark.parametrize(
     ("names", "says"),
     [
@@ -116,12 +128,7 @@ def test_a_checkpoint_whose_label_names_do_not_name_its_classes_is_refused(tmp_p
     module = tiny_module()
     module.hparams.label_names = names
     ckpt = save_like_lightning(module, tmp_path / "model.ckpt")
-    cfg = OmegaConf.create({"ckpt_path": str(ckpt), "text": "a good film", "batch_size": 4})
-    cfg.paths = {"output_dir": str(tmp_path / "run")}
-    for entry in (predict_main, evaluate):
-        with pytest.raises(CheckpointError) as err:
-            entry(cfg)
-        line = str(err.value)
+    for line in refusals(ckpt, "a good film", tmp_path / "run"):
         assert f"checkpoint {ckpt} cannot name its classes" in line and says in line and "\n" not in line
     assert sorted(tmp_path.iterdir()) == [ckpt]  # nothing written
 
@@ -161,12 +168,7 @@ def damaged(tmp_path: Path) -> Path:
 
 
 def test_a_checkpoint_damaged_in_the_middle_is_refused_before_any_prediction(tmp_path: Path, damaged: Path):
-    cfg = OmegaConf.create({"ckpt_path": str(damaged), "text": "the plot was quite silly", "batch_size": 4})
-    cfg.paths = {"output_dir": str(tmp_path / "run")}
-    for entry in (predict_main, evaluate):
-        with pytest.raises(CheckpointError) as err:
-            entry(cfg)
-        line = str(err.value)
+    for line in refusals(damaged, "the plot was quite silly", tmp_path / "run"):
         assert f"checkpoint {damaged} is damaged: its record" in line and "CRC-32" in line
         assert "copy it again" in line
     assert not (tmp_path / "run").exists()
