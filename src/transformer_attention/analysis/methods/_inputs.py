@@ -21,9 +21,9 @@ NO_HEAD = (
 def checked(net: Any, input_ids: Any, attention_mask: Any) -> torch.Tensor:
     """The (B, T) bool mask of `input_ids` (None: from the model's pad id), once `net`, the ids and the mask are
     known to work; a TypeError or ValueError otherwise."""
-    if isinstance(net, EncoderModule) or not getattr(net, "predicts_labels", True):
-        if not getattr(net, "predicts_labels", True):
-            raise ValueError(NO_HEAD.format(what=f"net={type(net).__name__}"))
+    if not getattr(net, "predicts_labels", True):  # a masked language model, or its encoder
+        raise ValueError(NO_HEAD.format(what=f"net={type(net).__name__}"))
+    if isinstance(net, EncoderModule):
         raise TypeError(f"net={type(net).__name__}: a Lightning module, not the classifier inside it: pass module.net")
     if not isinstance(net, TransformerClassifier):
         raise TypeError(
