@@ -97,7 +97,7 @@ def nbsvm(name: str, splits: dict[str, pd.DataFrame], ngram: int) -> dict:
     grid: dict[str, dict[str, float]] = {}
     best = None
     for c in NBSVM_C:
-        svm = LinearSVC(C=c, max_iter=10000).fit(x_train, y_train)
+        svm = LinearSVC(C=c, max_iter=10000, random_state=0).fit(x_train, y_train)  # liblinear shuffles
         w, b = svm.coef_.ravel(), svm.intercept_[0]
         for beta in NBSVM_BETA:
             w_beta = (1 - beta) * np.abs(w).mean() + beta * w
