@@ -25,6 +25,7 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from .model import ClassifierOutput, TransformerClassifier
 from .model.config import LOSS_FIELDS, LossConfig
+from .model.evidence import share_of_margin
 from .model.regularizers import adversarial_loss, word_dropout
 
 
@@ -158,6 +159,8 @@ class ClassifierModule(EncoderModule):
         self.val_metrics = _metrics(num_classes, "val/")
         self.test_metrics = _metrics(num_classes, "test/")
         self.val_acc_best = MaxMetric()
+        # the share of each text's margin the naive-Bayes term carries (model.nb_ngram_max > 0): val/ and test/nb_share
+        self.val_share, self.test_share = MeanMetric(), MeanMetric()
 
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, need_weights: bool = False
@@ -165,10 +168,11 @@ class ClassifierModule(EncoderModule):
         return self.net(input_ids, attention_mask, need_weights=need_weights)
 
     def model_step(
-        self, batch: dict[str, torch.Tensor], train: bool = False
+        self, batch: dict[str, torch.Tensor], train: bool = False, share: MeanMetric | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(loss, predictions, labels) of a batch; in training with the regularisers the settings ask for
-        (model.word_dropout, model.adversarial_eps: model/regularizers.py)."""
+        (model.word_dropout, model.adversarial_eps: model/regularizers.py). `share` takes each text's share of its
+        margin that the naive-Bayes term carries (model.nb_ngram_max > 0)."""
         ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
         smoothing = self.hparams["label_smoothing"]
 
@@ -182,10 +186,27 @@ class ClassifierModule(EncoderModule):
             loss, logits, adversarial = adversarial_loss(self.net, ids, mask, loss_of, eps)
             self.log("train/adversarial_loss", adversarial, on_step=False, on_epoch=True)
             return loss + adversarial, logits.argmax(dim=-1), labels
-        logits = self.net(ids, mask).logits  # (B, C)
-        return loss_of(logits), logits.argmax(dim=-1), labels
+        encoder, evidence, _ = self.net.logit_parts(ids, mask)  # (B, C) each; no evidence without that term
+        if evidence is None:
+            return loss_of(encoder), encoder.argmax(dim=-1), labels
+        logits, parts = encoder + evidence, self.hparams["nb_part_loss"] if train else 0.0
+        loss = loss_of(logits) + (parts * (loss_of(encoder) + loss_of(evidence)) if parts else 0.0)
+        if share is not None:
+            share.update(share_of_margin(encoder.detach(), evidence.detach(), logits.argmax(dim=-1)))
+        return loss, logits.argmax(dim=-1), labels
 
     # ---- fit -----------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        """A new fit counts the naive-Bayes ratios (model.nb_ngram_max) on the training split, and on it alone;
+        a checkpoint (a resumed fit, evaluate.py, predict.py) carries them."""
+        evidence, data = self.net.evidence, getattr(self.trainer, "datamodule", None)
+        if stage != "fit" or evidence is None or bool(evidence.fitted) or data is None:
+            return
+        train = data.splits["train"]
+        counting = "naive-Bayes evidence: counting the 1- to %d-grams of %s training texts"
+        logging.getLogger(__name__).info(counting, evidence.ngram_max, f"{len(train):,}")
+        evidence.fit(train.ids, train.labels)
+
     def on_train_start(self) -> None:
         # a sanity check may have filled these: start the real run clean
         self.val_loss.reset()
@@ -210,9 +231,11 @@ class ClassifierModule(EncoderModule):
     def on_validation_epoch_start(self) -> None:
         self.log("val/loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log_dict(self.val_metrics, on_step=False, on_epoch=True, prog_bar=True)
+        if self.net.evidence is not None:
+            self.log("val/nb_share", self.val_share, on_step=False, on_epoch=True)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        loss, preds, labels = self.model_step(batch)
+        loss, preds, labels = self.model_step(batch, share=self.val_share)
         self.val_loss.update(loss)
         self.val_metrics.update(preds, labels)
 
@@ -224,9 +247,11 @@ class ClassifierModule(EncoderModule):
     def on_test_epoch_start(self) -> None:
         self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
         self.log_dict(self.test_metrics, on_step=False, on_epoch=True)
+        if self.net.evidence is not None:
+            self.log("test/nb_share", self.test_share, on_step=False, on_epoch=True)
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
-        loss, preds, labels = self.model_step(batch)
+        loss, preds, labels = self.model_step(batch, share=self.test_share)
         self.test_loss.update(loss)
         self.test_metrics.update(preds, labels)
         return {"preds": preds, "labels": labels}  # for callbacks: the confusion matrix

@@ -9,8 +9,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..model.classifier import TransformerClassifier
+from ..model.evidence import share_of_margin
 from .agreement import BOUNDS_MAX_WORDS
 from .attributions import attribute
 from .faithfulness import Explained
@@ -61,19 +63,37 @@ def quick_words(
         {
             "attributions": {m: a.tolist() for m, a in one.items()},
             "target": names[target],
-            "words_note": note if left else "",
+            "words_note": " ".join(n for n in (note if left else "", evidence_note(net, row, target, names)) if n),
             **page_methods(),
         }
-        for one, target in zip(found, targets, strict=True)
+        for one, target, row in zip(found, targets, rows, strict=True)
     ]
 
 
+def evidence_note(
+    net: TransformerClassifier, row: Sequence[int] | np.ndarray, target: int | None, names: Mapping[int, str]
+) -> str:
+    """How much of the text's margin for its class the naive-Bayes n-gram term carries against the encoder's
+    (model.nb_ngram_max > 0; empty without that term)."""
+    if net.evidence is None or target is None:
+        return ""
+    ids = torch.as_tensor(np.asarray(row, dtype=np.int64), device=net.head.weight.device)[None]
+    with torch.no_grad():
+        encoder, evidence, _ = net.logit_parts(ids)
+    assert evidence is not None
+    share = float(share_of_margin(encoder, evidence, torch.tensor([target], device=ids.device))[0])
+    return (
+        f"The naive-Bayes n-gram term carries {share:.0%} of this text's margin for {names[target]}, the encoder "
+        f"{1 - share:.0%}; every method here counts each word's share of that term."
+    )
+
+
 def page_words(
-    probabilities: Mapping[str, float], explained: Explained | None, removal: str, agreement: Any
+    probabilities: Mapping[str, float], explained: Explained | None, removal: str, agreement: Any, note: str = ""
 ) -> dict[str, Any]:
     """predict.py's page of a text whose class probabilities are `probabilities` (name -> p): each method's
-    attribution, its faithfulness on this text with the notes it needs, and its `agreement` over all the texts
-    explained (mean +- SE)."""
+    attribution, its faithfulness on this text with the notes it needs, its `agreement` over all the texts
+    explained (mean +- SE), and `note` over its words (`evidence_note`)."""
     if explained is None:
         return page_methods()
     names = list(probabilities)
@@ -93,6 +113,7 @@ def page_words(
         "faithfulness_note": " ".join(n for n in notes if n),
         "target": target,
         "agreement": agreement,
+        "words_note": note,
         **page_methods(),
     }
 

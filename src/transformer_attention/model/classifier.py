@@ -16,6 +16,7 @@ from ..checks import closest
 from .config import EncoderConfig, encoder_fields
 from .embedding import TokenEmbedding
 from .encoder import TransformerEncoder, TransformerEncoderLayer
+from .evidence import NgramEvidence
 from .masks import padding_mask
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
@@ -72,18 +73,30 @@ class TransformerClassifier(nn.Module):
         final_norm = nn.LayerNorm(c.d_model) if c.norm_first else None
         self.encoder = TransformerEncoder(layer, num_layers=c.num_layers, norm=final_norm)
         self.head = nn.Linear(c.d_model, num_classes)
+        self.evidence = (
+            NgramEvidence(vocab_size, num_classes, c.nb_buckets, c.nb_ngram_max, pad_id) if c.nb_ngram_max else None
+        )
 
     def forward(
         self, tokens: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
     ) -> ClassifierOutput:
         """tokens (B, T) long; mask (B, T) bool, True = real token (built from pad_id if None).
         Returns the logits (B, C) and, when `need_weights`, every layer's attention weights (B, H, T, T)."""
+        encoder, evidence, attentions = self.logit_parts(tokens, mask, need_weights)
+        return ClassifierOutput(encoder if evidence is None else encoder + evidence, attentions)
+
+    def logit_parts(
+        self, tokens: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None, list[torch.Tensor] | None]:
+        """The two terms of the logits apart: the encoder's (B, C) and the naive-Bayes n-gram evidence (B, C; None
+        without it), and the attention weights as `forward` gives them."""
         if mask is None:
             mask = padding_mask(tokens, self.pad_id)  # (B, T)
         cls = self.config.pooling == "cls"
         # [CLS] pooling reads one row of the last layer: compute that row alone there (the maps want every row)
         x, attentions = self.encode(tokens, mask, need_weights, last_queries=1 if cls and not need_weights else None)
-        return ClassifierOutput(self.head(pool(x, mask, self.config.pooling)), attentions)  # (B, C)
+        evidence = None if self.evidence is None else self.evidence(tokens, mask)
+        return self.head(pool(x, mask, self.config.pooling)), evidence, attentions
 
     def encode(
         self,

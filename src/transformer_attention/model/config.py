@@ -28,6 +28,8 @@ WHOLE_NUMBERS = {
     **{key: (1, 2, "") for key in ("d_model", "num_heads", "num_layers", "dim_feedforward", "max_len")},
     "ngram_buckets": (0, 131072, " (0: no word n-grams)"),
     "ngram_max": (2, 2, " (2: word pairs; 3: pairs and triples)"),
+    "nb_ngram_max": (0, 3, " (0: no naive-Bayes n-gram evidence)"),
+    "nb_buckets": (1, 4194304, ""),
 }
 
 
@@ -52,6 +54,10 @@ class EncoderConfig:
     # this many rows indexed by a hash of the n-gram: fastText's word n-grams (model/embedding.py); 0: words alone
     ngram_buckets: int = 0
     ngram_max: int = 2  # 2: word pairs; 3: pairs and triples
+    # > 0: the logits add the naive-Bayes evidence of the text's n-grams, n = 1 .. nb_ngram_max, each ratio counted
+    # on the training split, its weight learned (model/evidence.py); hashed into nb_buckets rows
+    nb_ngram_max: int = 0
+    nb_buckets: int = 4194304
 
     def __post_init__(self) -> None:
         check_encoder(asdict(self))
@@ -70,6 +76,9 @@ class LossConfig:
     label_smoothing: float = 0.0  # cross-entropy's: this share of the target spread evenly over the classes
     word_dropout: float = 0.0  # in training, each real token leaves the attention mask with this probability
     adversarial_eps: float = 0.0  # > 0: the loss also on embeddings moved eps along its gradient (Miyato 2017)
+    # with the naive-Bayes term (nb_ngram_max > 0): the loss also adds this times the loss of each of the logits'
+    # two terms alone, the encoder's and the term's, so that each learns to classify and neither leans on the other
+    nb_part_loss: float = 0.0
 
 
 LOSS_FIELDS = tuple(f.name for f in fields(LossConfig))

@@ -17,10 +17,11 @@ from torch.utils.tensorboard import SummaryWriter
 
 from ..analysis.agreement import agreement_over_texts
 from ..analysis.faithfulness import Explained
-from ..analysis.pages import page_words
+from ..analysis.pages import evidence_note, page_words
 from ..analysis.run import explain_rows
 from ..callbacks.page_summary import log_page
 from ..checks import is_whole
+from ..data.labels import names_or_ids
 from ..data.tokenizer import load_tokenizer
 from ..errors import ConfigError, InputError, printable
 from ..files import atomic_write, shown
@@ -153,7 +154,7 @@ def main(cfg: DictConfig) -> list[Prediction]:
     )
     explained: list[Explained | None] = [None] * len(preds)
     norms: list[list[torch.Tensor] | None] = [None] * len(preds)
-    removal, agreement = "", None
+    removal, agreement, notes = "", None, [""] * len(preds)
     assert module.tokenizer_json is not None  # predict() refuses a module without a tokenizer
     tok = load_tokenizer(module.tokenizer_json)
     # the model's own tokens back to its ids (each has one: they came from this tokenizer)
@@ -165,6 +166,11 @@ def main(cfg: DictConfig) -> list[Prediction]:
         explained, removal = explain_rows(module.net, rows, tok, cfg.get("analysis"), label_names=names)
         found = [e.scores for e in explained if e is not None]
         agreement = agreement_over_texts(found) if len(found) > 1 else None  # beside each text's, on every page
+        label_of = dict(enumerate(names_or_ids(names, module.hparams["num_classes"])))
+        notes = [
+            evidence_note(module.net, r, e.target if e else None, label_of)
+            for r, e in zip(rows, explained, strict=True)
+        ]
     run, pooling = Path(cfg.paths.output_dir), module.hparams.get("pooling", "cls")
     tab = SummaryWriter(str(run)) if "html" in formats and cfg.get("tensorboard") else None  # the ATTENTION tab
     records = []
@@ -185,7 +191,7 @@ def main(cfg: DictConfig) -> list[Prediction]:
                 review=cut_review(p.text, len(p.tokens), tok),
                 pooling=pooling,
                 norms=norms[i],
-                **page_words(p.probabilities, explained[i], removal, agreement),
+                **page_words(p.probabilities, explained[i], removal, agreement, notes[i]),
             )
             path = atomic_write(run / "attention" / f"{i:04d}.html", render_page(data))
             if tab is not None:

@@ -49,6 +49,7 @@ MODULE_RULES: dict[str, Rule] = {  # ClassifierModule's own settings
     "freeze_embedding_epochs": (whole(0), "a whole number >= 0 (0: never held fixed)", 1),
     "word_dropout": (lambda v: is_number(v) and 0 <= v < 1, FRACTION, 0.1),
     "adversarial_eps": (lambda v: is_number(v) and v >= 0, "a number >= 0 (0: off)", 1.0),
+    "nb_part_loss": (lambda v: is_number(v) and v >= 0, "a number >= 0 (0: off)", 1.0),
 }
 
 

@@ -58,7 +58,8 @@ class LayerTrace:
 @dataclass
 class Trace:
     """One forward pass, written out: the input x0 (B, T, D) = `words` + sum of `ngrams` + `positions` (each
-    (B, T, D); `ngrams[n - 2]` the n-gram vectors), the `logits` (B, C), and each layer's LayerTrace."""
+    (B, T, D); `ngrams[n - 2]` the n-gram vectors), the `logits` (B, C), each layer's LayerTrace, and the logits'
+    naive-Bayes term (model/evidence.py), `evidence[n - 1]` (B, T, C) that of the n-grams ending at each position."""
 
     x0: torch.Tensor
     words: torch.Tensor
@@ -66,6 +67,7 @@ class Trace:
     positions: torch.Tensor
     logits: torch.Tensor
     layers: list[LayerTrace] = field(default_factory=list)
+    evidence: list[torch.Tensor] = field(default_factory=list)
 
 
 def halved(x: torch.Tensor) -> torch.Tensor:
@@ -180,6 +182,10 @@ def run(
     if isinstance(net.encoder.norm, nn.LayerNorm):
         x = norm(x, net.encoder.norm, rules)
     trace.logits = linear(pool(x, mask, net.config.pooling), net.head)  # (B, C)
+    if net.evidence is not None:
+        with torch.no_grad():
+            trace.evidence = [part.to(dtype) for part in net.evidence.by_n(ids, mask)]
+        trace.logits = trace.logits + sum(part.sum(dim=1) for part in trace.evidence)
     return trace
 
 

@@ -4,7 +4,8 @@ network with the relevance rules written as gradient changes (_forward.py): Laye
 rule), each activation by its secant act(u) / u (identity rule), and the two products of live inputs, Q K^T and
 alpha V, passing half the gradient to each factor (uniform rule); the softmax keeps its gradient. A word's
 relevance is that gradient times its embedding (the word vector and the n-gram vectors it ends), summed over the
-features. Signed."""
+features, plus its exact share of the naive-Bayes term where the model has one (decompx.evidence_shares).
+Signed."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ...model.classifier import TransformerClassifier
 from ..passes import Passes
 from . import Explanation, Method, Options, register
 from ._forward import Rules, run
+from .decompx import evidence_shares
 
 ATTNLRP = Rules(freeze_norms=True, secant=True, halve_products=True)
 
@@ -25,7 +27,8 @@ def explain(net: TransformerClassifier, ids: Tensor, mask: Tensor, target: Tenso
         chosen = trace.logits.gather(1, target.view(-1, 1)).sum()
         (grad,) = torch.autograd.grad(chosen, trace.x0)  # (B, T, D)
     embedding = trace.words + sum(trace.ngrams, torch.zeros_like(trace.words))  # (B, T, D)
-    return Explanation((grad * embedding).sum(dim=-1) * mask.to(grad.dtype))
+    relevance = (grad * embedding).sum(dim=-1) * mask.to(grad.dtype)  # (B, T)
+    return Explanation(relevance + evidence_shares(net, ids, mask, target).to(relevance.dtype))
 
 
 def passes(length: int, classes: int, options: Options) -> Passes:

@@ -38,13 +38,21 @@ DECOMPX = Rules(freeze_attention=True, freeze_norms=True, secant=True)
 @dataclass
 class Decomposition:
     """The logits (B, C) taken apart: `tokens` (B, T, C) by word, `ngrams` (B, T, C) by the position whose n-gram
-    vectors they are, `positions` (B, C), `bias` (B, C); `rest` = positions + bias + the n-grams summed."""
+    vectors they are, `positions` (B, C), `bias` (B, C), the naive-Bayes term `evidence_by_n[n - 1]` (B, T, C)
+    by the position whose n-gram it is (model/evidence.py: it adds to the logits directly, so it is its own
+    decomposition); `rest` = positions + bias + the n-grams and the evidence summed."""
 
     logits: torch.Tensor
     tokens: torch.Tensor
     positions: torch.Tensor
     bias: torch.Tensor
     ngrams_by_n: list[torch.Tensor] = field(default_factory=list, repr=False)  # n = 2, 3, ...: (B, T, C) each
+    evidence_by_n: list[torch.Tensor] = field(default_factory=list, repr=False)  # n = 1, 2, ...: (B, T, C) each
+
+    @property
+    def evidence(self) -> torch.Tensor:
+        """(B, T, C): the naive-Bayes evidence of the n-grams ending at each position (zero without that term)."""
+        return sum(self.evidence_by_n, torch.zeros_like(self.tokens))
 
     @property
     def ngrams(self) -> torch.Tensor:
@@ -53,8 +61,8 @@ class Decomposition:
 
     @property
     def rest(self) -> torch.Tensor:
-        """(B, C): what is not a word's own: the positions, the biases and the n-gram vectors."""
-        return self.positions + self.bias + self.ngrams.sum(dim=1)
+        """(B, C): what is not a word's own: the positions, the biases, the n-gram vectors and evidence."""
+        return self.positions + self.bias + (self.ngrams + self.evidence).sum(dim=1)
 
 
 def decompx(
@@ -80,21 +88,37 @@ def decompx(
     by_n = [read(n) for n in trace.ngrams]
     positions = read(trace.positions).sum(dim=1)
     grams = sum((n.sum(dim=1) for n in by_n), torch.zeros_like(logits))  # (B, C)
-    bias = logits - tokens.sum(dim=1) - grams - positions
-    return Decomposition(logits=logits, tokens=tokens, positions=positions, bias=bias, ngrams_by_n=by_n)
+    evidence = sum((n.sum(dim=1) for n in trace.evidence), torch.zeros_like(logits))  # (B, C)
+    bias = logits - tokens.sum(dim=1) - grams - positions - evidence
+    return Decomposition(logits, tokens, positions, bias, ngrams_by_n=by_n, evidence_by_n=trace.evidence)
 
 
 def word_shares(found: Decomposition) -> torch.Tensor:
     """(B, T, C): each word's own contribution plus an equal share of every n-gram it is part of (the n-gram
-    ending at t is made of the words at t - n + 1 .. t, those before position 0 being stand-ins), whatever T."""
+    ending at t is made of the words at t - n + 1 .. t, those before position 0 being stand-ins), n-gram vectors
+    and naive-Bayes evidence alike, whatever T."""
     out = found.tokens.clone()
     T = out.shape[1]
-    for n, part in enumerate(found.ngrams_by_n, start=2):  # (B, T, C): the n-grams ending at each position
+    parts = [*enumerate(found.ngrams_by_n, start=2), *enumerate(found.evidence_by_n, start=1)]
+    for n, part in parts:  # (B, T, C): the n-grams ending at each position
         count = torch.clamp(torch.arange(T, device=out.device) + 1, max=n).to(out.dtype)  # (T,) real words in each
         share = part / count[None, :, None]
         for back in range(min(n, T)):  # the word `back` places before the n-gram's end (none before position 0)
             out[:, : T - back] += share[:, back:]
     return out
+
+
+def evidence_shares(net: TransformerClassifier, ids: Tensor, mask: Tensor, target: Tensor) -> Tensor:
+    """(B, T) float64: each word's share of the explained class's naive-Bayes term (model/evidence.py), each
+    n-gram's evidence shared equally by its words; zero without that term. The term is linear in the n-grams'
+    presence, so this is its exact share for every method that explains the logits by word."""
+    if net.evidence is None:
+        return torch.zeros(ids.shape, dtype=torch.float64, device=ids.device)
+    with torch.no_grad():
+        parts = [part.double() for part in net.evidence.by_n(ids, mask)]
+    none = torch.zeros_like(parts[0])
+    shares = word_shares(Decomposition(none[:, 0], none, none[:, 0], none[:, 0], evidence_by_n=parts))
+    return shares.gather(2, target.view(-1, 1, 1).expand(-1, ids.shape[1], 1)).squeeze(2)
 
 
 def explain(net: TransformerClassifier, ids: Tensor, mask: Tensor, target: Tensor, options: Options) -> Explanation:

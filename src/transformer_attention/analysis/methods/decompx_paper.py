@@ -129,7 +129,8 @@ def decompx_paper(
         trace = run(net, input_ids, mask)  # the model's own weights, layer by layer
         logits = propagate(net, trace, mask)  # (B, K, C)
     T = input_ids.shape[1]
-    return PaperDecomposition(logits=trace.logits.detach(), tokens=logits[:, :T], unshared=logits[:, T])
+    tokens = logits[:, :T] + sum(trace.evidence, torch.zeros_like(logits[:, :T]))  # an n-gram's with its last token
+    return PaperDecomposition(logits=trace.logits.detach(), tokens=tokens, unshared=logits[:, T])
 
 
 def propagate(net: TransformerClassifier, trace: Trace, mask: Tensor) -> Tensor:

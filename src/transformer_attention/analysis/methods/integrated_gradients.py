@@ -12,6 +12,7 @@ from ...inference import logit_function, pad_id_of
 from ...model.classifier import TransformerClassifier
 from ..passes import Passes
 from . import Explanation, Method, Options, register
+from .decompx import evidence_shares
 
 
 def explain(net: TransformerClassifier, ids: Tensor, mask: Tensor, target: Tensor, options: Options) -> Explanation:
@@ -26,9 +27,11 @@ def explain(net: TransformerClassifier, ids: Tensor, mask: Tensor, target: Tenso
         internal_batch_size=options.batch_size,
         return_convergence_delta=True,
     )  # (B, T, D), (B,)
-    scores = found.detach().double().sum(dim=-1)  # (B, T)
+    # the naive-Bayes term reads the words, not their vectors: its change from the baseline, shared exactly
+    moved = evidence_shares(net, ids, mask, target) - evidence_shares(net, baseline, mask, target)  # (B, T)
+    scores = found.detach().double().sum(dim=-1) + moved  # (B, T)
     total = scores.sum(dim=-1).abs()  # |f(x) - f(baseline)| up to the error
-    error = delta.detach().double().abs() / total.clamp(min=1e-12)
+    error = (delta.detach().double() + moved.sum(dim=-1)).abs() / total.clamp(min=1e-12)
     return Explanation(scores, extra={"completeness_error": error})
 
 
