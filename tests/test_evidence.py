@@ -182,3 +182,19 @@ def test_the_share_of_the_margin_is_the_terms_part_of_the_explained_class_agains
     three = share_of_margin(torch.tensor([[3.0, 0.0, 0.0]]), torch.tensor([[0.0, 2.0, -2.0]]), torch.tensor([2]))
     # class 2: the encoder's margin 0 - (3 + 0) / 2 = -1.5, the term's -2 - (0 + 2) / 2 = -3: a share of 3 / 4.5
     torch.testing.assert_close(three, torch.tensor([3 / 4.5]))
+
+
+def test_a_page_says_how_much_of_its_texts_margin_the_term_carries():
+    from transformer_attention.analysis.pages import evidence_note, quick_words
+
+    net = model(pooling="mean").float()
+    ids, mask = batch()
+    row = ids[0][mask[0]].tolist()
+    encoder, evidence, _ = net.logit_parts(ids[:1])
+    share = float(share_of_margin(encoder, evidence, torch.tensor([1]))[0])
+    note = evidence_note(net, row, 1, {0: "a", 1: "b", 2: "c"})
+    assert f"carries {share:.0%} of this text's margin for b, the encoder {1 - share:.0%}" in note
+    (page,) = quick_words(net, [row], [1], {0: "a", 1: "b", 2: "c"})
+    assert note in page["words_note"]
+    plain = TransformerClassifier(vocab_size=V, num_classes=3).eval()
+    assert evidence_note(plain, row, 1, {0: "a", 1: "b", 2: "c"}) == ""
