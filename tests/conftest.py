@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +22,18 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # `pytest -n 2` on two cores: one thread per worker, inherited by every process a test starts
     # (torch's OpenMP threads spin while they wait, so oversubscribed cores slow every test down)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`pytest -n 2` (the README's command) steals work: a worker left without tests takes half of what the other
+    has queued, where xdist's default keeps two or more queued on one worker while the other idles at the end."""
+    if config.getoption("dist") == "load":  # -n without --dist
+        from xdist.scheduler import WorkStealingScheduling
+
+        return WorkStealingScheduling(config, log)
+    return None
+
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -60,6 +78,68 @@ def run_entry(
     return proc
 
 
+class WarmEntries:
+    """tests/warm_entries.py, started once per test process and environment: entries forked from a process that
+    imported their libraries already (see there), answered as subprocess.run answers."""
+
+    def __init__(self) -> None:
+        server = [sys.executable, str(ROOT / "tests" / "warm_entries.py")]
+        self.proc = subprocess.Popen(server, env=entry_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.buffer = b""
+
+    def answer(self, timeout: float | None) -> dict:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.proc.stdout], [], [], left)[0]:
+                raise TimeoutError
+            chunk = os.read(self.proc.stdout.fileno(), 4096)
+            if not chunk:
+                raise RuntimeError(f"tests/warm_entries.py ended ({self.proc.wait()})")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def run(self, cmd: list[str], cwd: Path, env: dict[str, str], timeout: int) -> subprocess.CompletedProcess:
+        with tempfile.TemporaryDirectory() as folder:
+            out, err = Path(folder, "stdout"), Path(folder, "stderr")
+            request = {"script": cmd[1], "args": cmd[2:], "cwd": str(cwd), "env": env}
+            self.proc.stdin.write((json.dumps(request | {"stdout": str(out), "stderr": str(err)}) + "\n").encode())
+            self.proc.stdin.flush()
+            pid = self.answer(60)["pid"]
+            try:
+                rc = self.answer(timeout)["rc"]
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                self.answer(60)
+                raise subprocess.TimeoutExpired(cmd, timeout, out.read_text(), err.read_text()) from None
+            return subprocess.CompletedProcess(cmd, rc, out.read_text(), err.read_text())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+WARM: dict[str, WarmEntries] = {}  # this test process's servers, one per environment, started by run_warm
+
+
+def run_warm(script: str, *overrides: str, cwd: Path | None = None, timeout: int = 300, check: bool = True):
+    """run_entry's run, forked from tests/warm_entries.py (the libraries imported already: seconds less a run),
+    for a run the test needs, not the start of a process it examines; the same CompletedProcess."""
+    env = entry_env()
+    # one server whatever the test: pytest names the test running in PYTEST_CURRENT_TEST
+    key = json.dumps({k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST"}, sort_keys=True)
+    if key not in WARM:
+        WARM[key] = WarmEntries()
+        atexit.register(WARM[key].close)
+    cmd = [sys.executable, str(ROOT / script), *overrides]
+    proc = WARM[key].run(cmd, cwd or ROOT, env, timeout)
+    if check and proc.returncode != 0:
+        output = f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}), warm:\n{output}")
+    return proc
+
+
 def installed_wheel(tmp_path: Path) -> tuple[Path, Path]:
     """A wheel built from a copy of the project (src/, pyproject.toml, README.md, LICENSE), and the folder it is
     installed into from that wheel, not editable (`tmp_path/site`, for PYTHONPATH): (wheel, folder)."""
@@ -76,6 +156,12 @@ def installed_wheel(tmp_path: Path) -> tuple[Path, Path]:
     return wheel, site
 
 
+@pytest.fixture(scope="session")
+def regular_install(tmp_path_factory) -> tuple[Path, Path]:
+    """installed_wheel's (wheel, folder), built once for the tests that read them (and never change them)."""
+    return installed_wheel(tmp_path_factory.mktemp("regular_install"))
+
+
 def run_dirs(log_dir: Path, task: str = "train") -> list[Path]:
     """The run folders a `paths.log_dir=log_dir` run wrote, oldest first."""
     return sorted((log_dir / task / "runs").iterdir())
@@ -86,7 +172,7 @@ def tiny_run(tmp_path_factory) -> tuple[Path, str]:
     """One finished TINY training run (no attention maps), shared by the tests that read a trained run or point
     other runs at it: its run folder and what it printed. A test may append to its log, never change its files."""
     log_dir = tmp_path_factory.mktemp("tiny_run") / "outputs"
-    proc = run_entry("train.py", *TINY, "callbacks.attention_maps=null", f"paths.log_dir={log_dir}")
+    proc = run_warm("train.py", *TINY, "callbacks.attention_maps=null", f"paths.log_dir={log_dir}")
     (run,) = run_dirs(log_dir)
     return run, proc.stdout
 

@@ -1,7 +1,7 @@
 """A command the project prints is one a person can paste: through a real shell and then Hydra, each value arrives
 as it was, a sweep job's folder (`=` and `,` in its name) included; and pasted back into bash in the folder it
-was printed in, each runs: train's resume line, a sweep's and an IMDB-shaped run's skipped-analysis lines (the
-lines of a stopped evaluate.py or test: tests/test_analysis_signal.py)."""
+was printed in, each runs: a sweep job's resume line, a sweep's and an IMDB-shaped run's skipped-analysis lines
+(train's resume line: test_resume.py; the lines of a stopped evaluate.py or test: test_analysis_signal.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, TINY, entry_env, run_dirs, run_entry
+from conftest import ROOT, TINY, entry_env, run_warm
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import open_dict
 
@@ -27,9 +27,9 @@ from transformer_attention.callbacks.interrupt import resume_command
 SWEEP_JOB = "1_model.num_heads=2,seed=3"  # a multirun job's folder: what differs, as Hydra names it
 
 
-def through_bash(args: str) -> list[str]:
-    """The arguments a real shell makes of `args`."""
-    out = subprocess.run(["bash", "-c", f"printf '%s\\0' {args}"], capture_output=True, check=True).stdout
+def through_bash(args: str, cwd: Path | None = None) -> list[str]:
+    """The arguments a real shell makes of `args` (in `cwd`, where a pattern would match files)."""
+    out = subprocess.run(["bash", "-c", f"printf '%s\\0' {args}"], cwd=cwd, capture_output=True, check=True).stdout
     return out.decode().split("\0")[:-1]
 
 
@@ -77,28 +77,11 @@ def printed_command(output: str, after: str) -> str:
 
 
 def paste(command: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    """`command` as printed, run by bash in `cwd`: `python <entry>.py` is this interpreter and the repository's
-    entry, every other word as the shell reads it."""
-    entry = re.match(r"python (\w+\.py) ", command)
-    assert entry, command
-    ours = f"{shlex.quote(sys.executable)} {shlex.quote(str(ROOT / entry.group(1)))} "
-    pasted = ours + command[entry.end() :]
-    run = {"cwd": cwd, "env": entry_env(), "capture_output": True, "text": True, "timeout": timeout}
-    return subprocess.run(["bash", "-c", pasted], **run)
-
-
-@pytest.mark.slow
-def test_the_resume_line_of_a_stopped_training_runs_as_printed(tmp_path: Path):
-    from test_resume import RESUMABLE, interrupt_mid_training
-
-    overrides = [*RESUMABLE, f"paths.log_dir={tmp_path / 'outputs'}"]
-    stopped = interrupt_mid_training(overrides, tmp_path, signal.SIGTERM)
-    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-3000:]
-    command = printed_command(stopped.stdout + stopped.stderr, "resume with:")
-    resumed = paste(command, tmp_path)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "Restored all states from the checkpoint" in resumed.stdout + resumed.stderr
-    assert "final metrics" in resumed.stdout and len(run_dirs(tmp_path / "outputs")) == 1  # in the run's folder
+    """`command` as printed, pasted into bash in `cwd`: the words bash makes of it are the command line of
+    `python <entry>.py` (this interpreter and the repository's entry, started warm: conftest's run_warm)."""
+    words = through_bash(command, cwd)
+    assert words[0] == "python" and re.fullmatch(r"\w+\.py", words[1]), (command, words)
+    return run_warm(words[1], *words[2:], cwd=cwd, timeout=timeout, check=False)
 
 
 SKIP_ANALYSIS = ["callbacks.model_analysis.max_cost=0.0001", "callbacks.model_analysis.analyses=[heads]"]
@@ -107,7 +90,7 @@ SKIP_ANALYSIS = ["callbacks.model_analysis.max_cost=0.0001", "callbacks.model_an
 @pytest.mark.slow
 def test_a_sweeps_skipped_analysis_lines_run_as_printed(tmp_path: Path):
     args = [*TINY, "model.num_heads=1,2", *SKIP_ANALYSIS, "callbacks.attention_maps=null", "paths.log_dir=outputs"]
-    sweep = run_entry("train.py", "-m", *args, cwd=tmp_path)
+    sweep = run_warm("train.py", "-m", *args, cwd=tmp_path)
     output = sweep.stdout + sweep.stderr
     commands = [line.strip() for line in output.splitlines() if line.strip().startswith("python evaluate.py")]
     assert len(commands) == 2 and all("0_model" in c or "1_model" in c for c in commands), commands
@@ -143,7 +126,7 @@ def test_the_skipped_analysis_line_of_an_imdb_shaped_run_runs_as_printed(tmp_pat
     small = ["model.init_from=null", "model.ngram_buckets=0", "model.d_model=16", "model.dim_feedforward=32"]
     args = ["experiment=imdb", "data.path=imdb", *small, "data.max_length=40", "trainer.max_epochs=1"]
     args += ["trainer.enable_progress_bar=false", "callbacks.attention_maps=null", *SKIP_ANALYSIS]
-    trained = run_entry("train.py", *args, "paths.log_dir=outputs", cwd=tmp_path)
+    trained = run_warm("train.py", *args, "paths.log_dir=outputs", cwd=tmp_path)
     command = printed_command(trained.stdout + trained.stderr, "to run it:")
     assert "data" not in command.split("ckpt_path", 1)[1].split(" ", 1)[1]  # the checkpoint records its data
     pasted = paste(command, tmp_path)

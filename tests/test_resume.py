@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY, entry_env, run_dirs, run_entry
+from conftest import ROOT, TINY, entry_env, run_dirs, run_warm
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_checkpoint import TEXTS
+from test_pasted_commands import paste, printed_command
 from test_train import final_metrics
 
 from transformer_attention.data import train_tokenizer
@@ -89,6 +90,8 @@ def interrupt_mid_training(
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_interrupt_keeps_last_ckpt_and_resume_continues_the_same_run(signum: int, tmp_path: Path):
+    """After SIGTERM the resume line the run printed, pasted into bash in the folder it ran in; after Ctrl-C
+    `ckpt_path=<last.ckpt>` typed."""
     log_dir = tmp_path / "outputs"
     overrides = [*RESUMABLE, f"paths.log_dir={log_dir}"]
     stopped = interrupt_mid_training(overrides, tmp_path, signum)
@@ -104,7 +107,11 @@ def test_interrupt_keeps_last_ckpt_and_resume_continues_the_same_run(signum: int
     steps_before = logged_steps(run)
     assert steps_before == list(range(ckpt["global_step"]))
 
-    resumed = run_entry("train.py", *overrides, f"ckpt_path={last}", cwd=tmp_path)
+    if signum == signal.SIGTERM:
+        resumed = paste(printed_command(stopped.stdout + stopped.stderr, "resume with:"), tmp_path)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+    else:
+        resumed = run_warm("train.py", *overrides, f"ckpt_path={last}", cwd=tmp_path)
     assert f"Restored all states from the checkpoint at {last}" in resumed.stdout + resumed.stderr
     assert "exists and is not empty" not in resumed.stdout + resumed.stderr  # its own folder: no warning about it
     assert "final metrics" in resumed.stdout
@@ -124,8 +131,8 @@ def test_same_seed_same_run(tmp_path: Path):
     `ckpt_path=<the first run's best checkpoint> train=false` tests that checkpoint's weights (the run's own
     test metrics, not a fresh model's), in its folder, and keeps the metrics the run wrote there."""
     log_dir = tmp_path / "outputs"
-    first = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}")
-    second = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}", "trainer.deterministic=true")
+    first = run_warm("train.py", *TINY, f"paths.log_dir={log_dir}")
+    second = run_warm("train.py", *TINY, f"paths.log_dir={log_dir}", "trainer.deterministic=true")
     assert final_metrics(first.stdout) == final_metrics(second.stdout)
     runs = run_dirs(log_dir)
     a, b = (torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"] for run in runs)
@@ -133,8 +140,8 @@ def test_same_seed_same_run(tmp_path: Path):
 
     before = json.loads((runs[0] / "metrics.json").read_text())
     (best,) = (runs[0] / "checkpoints").glob("epoch_*.ckpt")  # the one the run tested
-    tested = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}", f"ckpt_path={best}", "train=false",
-                       "callbacks.attention_maps=null")  # fmt: skip
+    tested = run_warm("train.py", *TINY, f"paths.log_dir={log_dir}", f"ckpt_path={best}", "train=false",
+                      "callbacks.attention_maps=null")  # fmt: skip
     for key in ("test/acc", "test/loss"):  # a fresh model's loss would differ
         assert final_metrics(tested.stdout)[key] == final_metrics(first.stdout)[key], key
     assert "testing the weights as they are" not in tested.stdout + tested.stderr
