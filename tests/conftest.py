@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -86,6 +87,7 @@ class WarmEntries:
         server = [sys.executable, str(ROOT / "tests" / "warm_entries.py")]
         self.proc = subprocess.Popen(server, env=entry_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.buffer = b""
+        self.running: WarmProcess | None = None
 
     def answer(self, timeout: float | None) -> dict:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -100,13 +102,20 @@ class WarmEntries:
         line, self.buffer = self.buffer.split(b"\n", 1)
         return json.loads(line)
 
+    def start(self, cmd: list[str], cwd: Path, env: dict[str, str], out: Path, err: Path) -> int:
+        """Fork `cmd` (`python <script> args...`), its output to `out` and `err`: its pid."""
+        if self.running is not None:  # a process a failed test left: its exit status answers first
+            self.running.kill()
+            self.running.wait()
+        request = {"script": cmd[1], "args": cmd[2:], "cwd": str(cwd), "env": env, "stdout": str(out)}
+        self.proc.stdin.write((json.dumps(request | {"stderr": str(err)}) + "\n").encode())
+        self.proc.stdin.flush()
+        return self.answer(60)["pid"]
+
     def run(self, cmd: list[str], cwd: Path, env: dict[str, str], timeout: int) -> subprocess.CompletedProcess:
         with tempfile.TemporaryDirectory() as folder:
             out, err = Path(folder, "stdout"), Path(folder, "stderr")
-            request = {"script": cmd[1], "args": cmd[2:], "cwd": str(cwd), "env": env}
-            self.proc.stdin.write((json.dumps(request | {"stdout": str(out), "stderr": str(err)}) + "\n").encode())
-            self.proc.stdin.flush()
-            pid = self.answer(60)["pid"]
+            pid = self.start(cmd, cwd, env, out, err)
             try:
                 rc = self.answer(timeout)["rc"]
             except TimeoutError:
@@ -120,20 +129,84 @@ class WarmEntries:
         self.proc.wait(timeout=60)
 
 
+class WarmProcess:
+    """A warm `python <script> args...` as subprocess.Popen(cmd, stdout=PIPE, stderr=PIPE, text=True) gives it,
+    for a test that signals it: pid, stdout and stderr (FIFOs), poll, wait, send_signal, kill, communicate."""
+
+    def __init__(self, server: WarmEntries, cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.server, self.args, self.returncode = server, cmd, None
+        fifos = [Path(tempfile.mkdtemp(prefix="warm-")) / name for name in ("stdout", "stderr")]
+        for fifo in fifos:
+            os.mkfifo(fifo)
+        self.pid = server.start(cmd, cwd, env, *fifos)
+        server.running = self
+        self.stdout, self.stderr = (fifo.open() for fifo in fifos)  # in the order the child opens them
+        shutil.rmtree(fifos[0].parent)  # both ends are open: the names are no longer needed
+
+    def poll(self) -> int | None:
+        return self.wait(timeout=0) if self.returncode is None and self.ended(0) else self.returncode
+
+    def ended(self, timeout: float) -> bool:
+        return b"\n" in self.server.buffer or bool(select.select([self.server.proc.stdout], [], [], timeout)[0])
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            try:
+                self.returncode = self.server.answer(timeout)["rc"]
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, timeout) from None
+            self.server.running = None
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """The rest of its output and its exit (the streams read on threads of their own, as Popen reads them)."""
+        read: dict[str, str] = {}
+        readers = [
+            threading.Thread(target=lambda n=name, f=stream: read.__setitem__(n, f.read()), daemon=True)
+            for name, stream in (("out", self.stdout), ("err", self.stderr))
+        ]
+        for reader in readers:
+            reader.start()
+        self.wait(timeout)
+        for reader in readers:
+            reader.join(timeout=30)
+        return read.get("out", ""), read.get("err", "")
+
+
 WARM: dict[str, WarmEntries] = {}  # this test process's servers, one per environment, started by run_warm
 
 
-def run_warm(script: str, *overrides: str, cwd: Path | None = None, timeout: int = 300, check: bool = True):
-    """run_entry's run, forked from tests/warm_entries.py (the libraries imported already: seconds less a run),
-    for a run the test needs, not the start of a process it examines; the same CompletedProcess."""
+def warm_server() -> tuple[WarmEntries, dict[str, str]]:
+    """This test process's server for entry_env() (started now if none is), and that environment."""
     env = entry_env()
     # one server whatever the test: pytest names the test running in PYTEST_CURRENT_TEST
     key = json.dumps({k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST"}, sort_keys=True)
     if key not in WARM:
         WARM[key] = WarmEntries()
         atexit.register(WARM[key].close)
+    return WARM[key], env
+
+
+def popen_warm(script: Path, *args: str, cwd: Path) -> WarmProcess:
+    """`python <script> args...` started warm, its stdout and stderr to read as it runs, for a test that signals it
+    (a forked process takes a signal as one the shell started does)."""
+    server, env = warm_server()
+    return WarmProcess(server, [sys.executable, str(script), *args], cwd, env)
+
+
+def run_warm(script: str, *overrides: str, cwd: Path | None = None, timeout: int = 300, check: bool = True):
+    """run_entry's run, forked from tests/warm_entries.py (the libraries imported already: seconds less a run),
+    for a run the test needs, not the start of a process it examines; the same CompletedProcess."""
+    server, env = warm_server()
     cmd = [sys.executable, str(ROOT / script), *overrides]
-    proc = WARM[key].run(cmd, cwd or ROOT, env, timeout)
+    proc = server.run(cmd, cwd or ROOT, env, timeout)
     if check and proc.returncode != 0:
         output = f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}), warm:\n{output}")

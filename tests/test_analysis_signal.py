@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import IO
 
 import pytest
-from conftest import ROOT, TINY, entry_env, run_dirs
+from conftest import ROOT, TINY, popen_warm, run_dirs
 from test_pasted_commands import paste, printed_command
 
 # an entry point with one function made slow, so a signal surely lands in it: it prints MARKER when it starts
@@ -66,8 +65,7 @@ def stopped_in(
     script = cwd / "slowed.py"
     where = {"module": module, "owner": owner, "name": name, "entry": str(ROOT / entry)}
     script.write_text(SLOWED.format(**where, marker=MARKER, pause=pause))
-    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    proc = subprocess.Popen([sys.executable, str(script), *args], cwd=cwd, env=entry_env(), **pipes)
+    proc = popen_warm(script, *args, cwd=cwd)  # a forked process: signalled as one a shell started
     (out, out_reader), (err, err_reader) = read_lines(proc.stdout), read_lines(proc.stderr)
     try:
         reached = wait_for(out, MARKER, proc, timeout_s=300)

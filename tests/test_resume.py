@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY, entry_env, run_dirs, run_warm
+from conftest import ROOT, TINY, popen_warm, run_dirs, run_warm
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from test_checkpoint import TEXTS
 from test_pasted_commands import paste, printed_command
@@ -64,14 +63,7 @@ def interrupt_mid_training(
         script = tmp_path / "slow_train.py"
         script.write_text(SLOW_TRAIN.format(delay=0.3, train=str(ROOT / "train.py")))
     log_dir = Path(next(o for o in overrides if o.startswith("paths.log_dir=")).split("=", 1)[1])
-    proc = subprocess.Popen(
-        [sys.executable, str(script), *overrides],
-        cwd=tmp_path,
-        env=entry_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = popen_warm(script, *overrides, cwd=tmp_path)  # a forked process: signalled as one a shell started
     try:
         deadline = time.monotonic() + 240
         runs = task if "/" in task else f"{task}/runs"

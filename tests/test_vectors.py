@@ -15,7 +15,7 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, TINY, entry_env, run_dirs, run_entry
+from conftest import ROOT, TINY, entry_env, popen_warm, run_dirs, run_entry, run_warm
 
 from transformer_attention.data.datamodule import ReviewDataModule
 from transformer_attention.data.tokenizer import FIRST_WORD_ID, PAD_ID
@@ -221,7 +221,7 @@ def test_train_from_pretrain_trains_vectors_once_and_starts_from_exactly_their_r
         f"pretrain.extra_texts=[{folder}:unsupervised]", "pretrain.skipgram.epochs=2", "pretrain.skipgram.min_count=1",
         "pretrain.skipgram.workers=1", "callbacks.attention_maps=null", f"paths.log_dir={log_dir}",
     ]  # fmt: skip
-    first = run_entry("train.py", *args)
+    first = run_warm("train.py", *args)
     assert "no word vectors cached for these texts and settings" in first.stdout + first.stderr
     (cached,) = (log_dir / ".cache" / "pretrained").glob("skipgram-*.npz")
     (made,) = run_dirs(log_dir, "pretrain")
@@ -233,7 +233,7 @@ def test_train_from_pretrain_trains_vectors_once_and_starts_from_exactly_their_r
     assert torch.equal(embedding[torch.from_numpy(vectors.known)], vectors.rows())
     assert not embedding[PAD_ID].any()
     assert ckpt["tokenizer"] == vectors.tokenizer
-    again = run_entry("train.py", *args, "seed=7", "train=false", "test=false")  # the start, without training
+    again = run_warm("train.py", *args, "seed=7", "train=false", "test=false")  # the start, without training
     assert "word vectors pretrained before on the same texts and settings" in again.stdout + again.stderr
     assert len(run_dirs(log_dir, "pretrain")) == 1
 
@@ -253,8 +253,7 @@ def test_a_signal_during_the_skipgram_says_it_stopped_and_lets_go_of_its_locks(t
     own = [o for o in TINY if not o.startswith("trainer.")] if script == "pretrain.py" else own
     args = [*own, "pretrain.method=skipgram", "pretrain.skipgram.epochs=100000", "pretrain.skipgram.workers=1",
             f"paths.log_dir={log_dir}"]  # fmt: skip
-    proc = subprocess.Popen([sys.executable, str(ROOT / script), *args], cwd=tmp_path, env=entry_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = popen_warm(ROOT / script, *args, cwd=tmp_path)  # a forked process: signalled as one a shell started
     try:
         seen = []
         for line in proc.stdout:  # the console log: wait until the vectors are being trained
