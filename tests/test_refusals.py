@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TINY, TINY_PRETRAINING, run_dirs, run_entry
+from conftest import ROOT, TINY, TINY_PRETRAINING, run_dirs, run_entry, run_warm
 from test_fail_early import one_line, snapshot, work_done
 from test_resume import interrupt_mid_training
 
@@ -24,11 +24,18 @@ def first_run(tiny_run) -> Path:
     return tiny_run[0]
 
 
-def refused(script: str, *overrides: str, kind: str = "config error", within: float = 60.0) -> str:
+def refused(
+    script: str,
+    *overrides: str,
+    kind: str = "config error",
+    within: float = 60.0,
+    warm: bool = False,
+) -> str:
     """Run an entry point that must refuse its input: the one `kind` line it prints, after checking the exit code,
-    that no traceback printed and that it took less than `within` seconds (no training)."""
+    that no traceback printed and that it took less than `within` seconds (no training). `warm`: started warm
+    (conftest's run_warm), for a refusal that comes after the run's start."""
     start = time.monotonic()
-    proc = run_entry(script, *overrides, check=False)
+    proc = (run_warm if warm else run_entry)(script, *overrides, check=False)
     line = one_line(proc, kind)
     assert time.monotonic() - start < within
     return line
@@ -38,13 +45,13 @@ def refused(script: str, *overrides: str, kind: str = "config error", within: fl
 @pytest.mark.slow
 def test_a_new_run_into_another_runs_folder_is_refused_and_changes_nothing(first_run: Path):
     before = snapshot(first_run)
-    line = refused("train.py", *TINY, f"hydra.run.dir={first_run}", "seed=7")
+    line = refused("train.py", *TINY, f"hydra.run.dir={first_run}", "seed=7", warm=True)
     assert f"run folder {first_run} holds another run's files" in line
     assert f"ckpt_path={first_run}/checkpoints/last.ckpt" in line  # how to resume it instead
     ckpt = first_run / "checkpoints" / "last.ckpt"
-    line = refused("predict.py", f"ckpt_path={ckpt}", "text=a good film", f"hydra.run.dir={first_run}")
+    line = refused("predict.py", f"ckpt_path={ckpt}", "text=a good film", f"hydra.run.dir={first_run}", warm=True)
     assert "holds another run's files" in line and "ckpt_path=" not in line  # predict.py resumes nothing
-    line = refused("evaluate.py", f"ckpt_path={ckpt}", f"hydra.run.dir={first_run}")
+    line = refused("evaluate.py", f"ckpt_path={ckpt}", f"hydra.run.dir={first_run}", warm=True)
     assert "holds another run's files" in line
     assert snapshot(first_run) == before  # every file, byte for byte and its time
 
@@ -110,7 +117,7 @@ def test_pretraining_stopped_by_sigterm_exits_143_keeps_its_checkpoint_and_resum
     assert last.is_file() and "Traceback" not in err
     assert "SIGTERM: stopped at epoch" in out + err
     assert "python pretrain.py" in out + err and f"ckpt_path={last}" in out + err
-    resumed = run_entry(
+    resumed = run_warm(
         "pretrain.py", *args[:-2], "pretrain.trainer.max_epochs=3", LOG.format(log_dir), f"ckpt_path={last}"
     )
     assert run_dirs(log_dir, "pretrain") == [run]  # it went on in its own folder
@@ -152,7 +159,9 @@ def test_predict_refuses_what_it_cannot_classify_or_run_on(first_run: Path, tmp_
             pytest.skip("a GPU is visible: device=cuda is valid here")
     ckpt = first_run / "checkpoints" / "last.ckpt"
     kind = "input error" if "text" in override else "config error"
-    line = refused("predict.py", f"ckpt_path={ckpt}", "text=a good film", override, LOG.format(tmp_path), kind=kind)
+    line = refused(
+        "predict.py", f"ckpt_path={ckpt}", "text=a good film", override, LOG.format(tmp_path), kind=kind, warm=True
+    )
     assert message in line
     assert not list((tmp_path / "predict" / "runs").glob("*"))  # no folder left behind
 
@@ -161,7 +170,7 @@ def test_predict_refuses_what_it_cannot_classify_or_run_on(first_run: Path, tmp_
 @pytest.mark.slow
 def test_a_sweep_with_a_failed_job_names_it_and_exits_non_zero(tmp_path: Path):
     tiny = [o for o in TINY if not o.startswith("model.num_heads")]
-    proc = run_entry("train.py", "-m", "model.num_heads=1,3,2", *tiny, LOG.format(tmp_path), check=False)
+    proc = run_warm("train.py", "-m", "model.num_heads=1,3,2", *tiny, LOG.format(tmp_path), check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     failed = [line for line in proc.stderr.splitlines() if line.startswith("job ")]
     assert len(failed) == 1 and failed[0].startswith("job 1 (model.num_heads=3")
@@ -190,7 +199,7 @@ def test_an_impossible_search_fails_before_its_study_exists(tmp_path: Path, over
 def test_resuming_with_no_epoch_left_says_so_before_testing(first_run: Path, tmp_path: Path):
     ckpt = first_run / "checkpoints" / "last.ckpt"
     before = snapshot(first_run)
-    line = refused("train.py", *TINY, f"ckpt_path={ckpt}", kind="checkpoint error")  # TINY: 1 epoch, done
+    line = refused("train.py", *TINY, f"ckpt_path={ckpt}", kind="checkpoint error", warm=True)  # TINY: 1 epoch
     assert "trainer.max_epochs=1 but the checkpoint" in line and "has trained 1 epoch(s)" in line
     assert "raise trainer.max_epochs above 1" in line.lower()
     assert snapshot(first_run) == before  # refused before any work: not a line in its log, no config beside
@@ -200,7 +209,7 @@ def test_resuming_with_no_epoch_left_says_so_before_testing(first_run: Path, tmp
 def mlm_run(tmp_path_factory) -> Path:
     """A finished tiny pretrain.py run."""
     log_dir = tmp_path_factory.mktemp("mlm") / "outputs"
-    run_entry("pretrain.py", *PRETRAIN, "pretrain.trainer.max_epochs=1", LOG.format(log_dir))
+    run_warm("pretrain.py", *PRETRAIN, "pretrain.trainer.max_epochs=1", LOG.format(log_dir))
     (run,) = run_dirs(log_dir, "pretrain")
     return run
 
@@ -210,10 +219,13 @@ def test_a_resume_of_the_other_kinds_checkpoint_is_refused_and_adds_nothing(firs
     """train.py on a pretrain.py run's last.ckpt, pretrain.py on a train.py run's: each resumes in that run's folder,
     is refused by the checkpoint's kind, and leaves the folder as it was: no log line, no empty log, no config."""
     before = {run: (snapshot(run), sorted(run.rglob("*"))) for run in (first_run, mlm_run)}
-    line = refused("train.py", *TINY, f"ckpt_path={mlm_run / 'checkpoints' / 'last.ckpt'}", kind="checkpoint error")
+    line = refused(
+        "train.py", *TINY, f"ckpt_path={mlm_run / 'checkpoints' / 'last.ckpt'}", kind="checkpoint error", warm=True
+    )
     assert "is a pretrained encoder (pretrain.py), not a classifier" in line
     classifier = first_run / "checkpoints" / "last.ckpt"
-    line = refused("pretrain.py", *PRETRAIN, LOG.format(tmp_path), f"ckpt_path={classifier}", kind="checkpoint error")
+    args = [*PRETRAIN, LOG.format(tmp_path), f"ckpt_path={classifier}"]
+    line = refused("pretrain.py", *args, kind="checkpoint error", warm=True)
     assert "is a classifier checkpoint (train.py)" in line
     assert {run: (snapshot(run), sorted(run.rglob("*"))) for run in (first_run, mlm_run)} == before
 
@@ -221,8 +233,9 @@ def test_a_resume_of_the_other_kinds_checkpoint_is_refused_and_adds_nothing(firs
 @pytest.mark.slow
 def test_a_pretrained_encoder_given_as_a_classifier_points_at_init_from(mlm_run: Path, tmp_path: Path):
     (encoder,) = (mlm_run / "checkpoints").glob("mlm_*.ckpt")
-    for script, args in (("predict.py", ["text=fine"]), ("evaluate.py", []), ("train.py", TINY)):
-        line = refused(script, *args, f"ckpt_path={encoder}", LOG.format(tmp_path / script), kind="checkpoint error")
+    for script, given in (("predict.py", ["text=fine"]), ("evaluate.py", []), ("train.py", TINY)):
+        args = [*given, f"ckpt_path={encoder}", LOG.format(tmp_path / script)]
+        line = refused(script, *args, kind="checkpoint error", warm=True)
         assert "is a pretrained encoder (pretrain.py), not a classifier" in line
         assert f"python train.py model.init_from={encoder}" in line
 
@@ -238,7 +251,7 @@ def test_random_bytes_as_init_from_never_suggest_weights_only_false(tmp_path: Pa
 @pytest.mark.slow
 def test_an_unknown_hub_name_among_the_extra_texts_names_that_setting(tmp_path: Path):
     line = refused("pretrain.py", *PRETRAIN, LOG.format(tmp_path), "pretrain.extra_texts=[nobody/no-such-set]",
-                   kind="data error")  # fmt: skip
+                   kind="data error", warm=True)  # fmt: skip
     assert "pretrain.extra_texts: 'nobody/no-such-set' is not a local file or folder" in line
     assert "data.name" not in line
 
