@@ -16,7 +16,7 @@ import optuna
 import pytest
 import torch
 import yaml
-from conftest import ROOT, TINY, entry_env, run_entry
+from conftest import ROOT, TINY, entry_env, run_warm
 from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
@@ -71,7 +71,7 @@ def final_metrics(stdout: str) -> dict[str, float]:
 
 # ---- grid multirun ---------------------------------------------------------------------------
 def test_grid_multirun_gives_every_job_its_own_folder(tmp_path: Path):
-    proc = run_entry(
+    proc = run_warm(
         "train.py",
         "-m",
         "model.num_heads=1,2",
@@ -149,7 +149,7 @@ def load_study(log_dir: Path, name: str = "train") -> optuna.Study:
 
 
 def test_optuna_sweep_of_three_trials_writes_the_best_parameters(tmp_path: Path):
-    proc = run_entry(
+    proc = run_warm(
         "train.py",
         "hparams_search=optuna",
         "hydra.sweeper.n_trials=3",
@@ -176,7 +176,7 @@ def test_optuna_sweep_of_three_trials_writes_the_best_parameters(tmp_path: Path)
 
 def test_optuna_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path: Path):
     # seed 42 proposes num_heads 3, 2, 2: the first trial fails its config check (16 % 3 != 0)
-    proc = run_entry(
+    proc = run_warm(
         "train.py",
         "hparams_search=optuna",
         "hydra.sweeper.n_trials=3",
@@ -224,7 +224,7 @@ def test_optuna_sweep_killed_after_its_first_trial_resumes_with_the_next(tmp_pat
     first.wait()
     assert [t.state for t in load_study(tmp_path).trials] == [TrialState.COMPLETE, TrialState.RUNNING]
 
-    run_entry("train.py", *args)
+    run_warm("train.py", *args)
     assert len(optuna.get_all_study_summaries(f"sqlite:///{folder}/optuna.db")) == 1  # one study, resumed
     trials = load_study(tmp_path).trials
     assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE]
@@ -258,7 +258,7 @@ def test_pruning_stops_a_hopeless_trial_and_keeps_its_folder(tmp_path: Path):
     """Trials 1 and 3 learn nothing (lr 1e-7): after their first epoch their val/acc is below the median
     of the complete trials at that epoch, so the job stops there and the study records PRUNED."""
     lrs = [0.01, 1e-7, 0.01, 1e-7]
-    run_entry(
+    run_warm(
         "train.py",
         "hparams_search=optuna",
         "hydra.sweeper.n_trials=4",
@@ -289,7 +289,7 @@ def test_pruning_stops_a_hopeless_trial_and_keeps_its_folder(tmp_path: Path):
 
 
 def test_optuna_with_the_joblib_launcher_reports_from_the_worker_processes(tmp_path: Path):
-    run_entry(
+    run_warm(
         "train.py",
         "hparams_search=optuna",
         "hydra/launcher=joblib",
@@ -363,7 +363,7 @@ def test_a_second_launch_of_a_running_study_is_refused(tmp_path: Path):
 
 # ---- launchers ----------------------------------------------------------------------------------
 def test_joblib_launcher_runs_two_jobs_in_parallel_processes(tmp_path: Path):
-    run_entry(
+    run_warm(
         "train.py",
         "-m",
         "hydra/launcher=joblib",
@@ -384,7 +384,7 @@ def test_joblib_launcher_runs_two_jobs_in_parallel_processes(tmp_path: Path):
 
 
 def test_submitit_local_launcher_runs_a_job(tmp_path: Path):
-    run_entry(
+    run_warm(
         "train.py",
         "-m",
         "hydra/launcher=submitit_local",
@@ -414,10 +414,10 @@ def test_ddp_cpu_trains_on_two_processes_like_one_process_on_the_global_batch(tm
         "trainer.limit_val_batches=null",
         "trainer=ddp_cpu",
     ]
-    two = run_entry("train.py", *same, "data.batch_size=16", f"paths.log_dir={tmp_path / 'two'}")
+    two = run_warm("train.py", *same, "data.batch_size=16", f"paths.log_dir={tmp_path / 'two'}")
     assert "MEMBER: 2/2" in two.stdout + two.stderr
     (run_two,) = (tmp_path / "two" / "train" / "runs").iterdir()
-    one = run_entry(
+    one = run_warm(
         "train.py",
         *same,
         "trainer.devices=1",
@@ -440,7 +440,8 @@ def test_ddp_cpu_trains_on_two_processes_like_one_process_on_the_global_batch(tm
 def test_ddp_cpu_in_a_multirun_spawns_its_ranks(tmp_path: Path):
     """Lightning's default DDP launch re-runs the command line, which in a multirun would start the sweep
     again in rank 1 and hang: a sweep's DDP jobs spawn their ranks instead."""
-    proc = run_entry("train.py", "-m", "trainer=ddp_cpu", "seed=3", *tiny(), f"paths.log_dir={tmp_path}", timeout=300)
+    args = ["-m", "trainer=ddp_cpu", "seed=3", *tiny(), f"paths.log_dir={tmp_path}"]
+    proc = run_warm("train.py", *args, timeout=300)
     assert "MEMBER: 2/2" in proc.stdout + proc.stderr
     (sweep,) = sweep_dirs(tmp_path)
     assert_complete_job(job_dir(sweep, 0))
