@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY, run_dirs, run_entry
+from conftest import TINY, run_dirs, run_entry, run_warm
 
 
 def final_metrics(stdout: str) -> dict[str, float]:
@@ -37,7 +37,7 @@ def test_fast_dev_run_prints_the_metrics_it_keeps(tiny_overrides, tmp_path: Path
 @pytest.mark.slow
 def test_fast_dev_run_from_another_directory(tmp_path: Path):
     log_dir = tmp_path / "logs"
-    proc = run_entry("train.py", *TINY, f"paths.log_dir={log_dir}", "trainer.fast_dev_run=true", cwd=tmp_path)
+    proc = run_warm("train.py", *TINY, f"paths.log_dir={log_dir}", "trainer.fast_dev_run=true", cwd=tmp_path)
     (run,) = run_dirs(log_dir)  # under the log folder given, not the working directory's outputs/
     assert final_metrics(proc.stdout)["test/acc"] == pytest.approx(
         json.loads((run / "metrics.json").read_text())["test/acc"], abs=1e-4
@@ -51,7 +51,7 @@ def test_default_toy_run_is_accurate_and_writes_its_files(tmp_path: Path):
     console a page a person reads: at most 60 lines, none over 160 characters or with trailing spaces, epoch lines
     under 120, the config as what the run changes (only where its logs go) and where the whole tree is."""
     log_dir = tmp_path / "outputs"
-    proc = run_entry("train.py", "paths.log_dir=outputs", cwd=tmp_path, timeout=600)  # as typed, beside its outputs
+    proc = run_warm("train.py", "paths.log_dir=outputs", cwd=tmp_path, timeout=600)  # as typed, beside its outputs
     metrics = final_metrics(proc.stdout)
     assert metrics["test/acc"] >= 0.95, metrics
     lines = (proc.stdout + proc.stderr).splitlines()
@@ -75,7 +75,7 @@ def test_default_toy_run_is_accurate_and_writes_its_files(tmp_path: Path):
 @pytest.mark.slow
 def test_bigger_model_override_works(tiny_overrides):
     overrides = [o for o in tiny_overrides if not o.startswith("model.")]
-    proc = run_entry(
+    proc = run_warm(
         "train.py",
         *overrides,
         "model.num_heads=8",
@@ -100,7 +100,7 @@ def test_heads_not_dividing_d_model_fails_at_once(tiny_overrides):
 @pytest.mark.slow
 def test_two_runs_never_share_a_folder(tiny_overrides, tmp_path: Path):
     for _ in range(2):
-        run_entry("train.py", *tiny_overrides, "trainer.fast_dev_run=true")
+        run_warm("train.py", *tiny_overrides, "trainer.fast_dev_run=true")
     runs = run_dirs(tmp_path / "outputs")
     assert len(runs) == 2 and runs[0] != runs[1]
 
@@ -125,7 +125,7 @@ def test_one_csv_file_trains_validates_and_tests_on_carved_splits(tmp_path: Path
     path = tmp_path / "reviews.csv"
     reviews(n_train=300, n_test=0)["train"].to_csv(path, index=False)
     tiny = [o for o in TINY if not o.startswith("data.toy_size")]
-    proc = run_entry("train.py", *tiny, "data=local", f"data.path={path}", f"paths.log_dir={tmp_path / 'out'}")
+    proc = run_warm("train.py", *tiny, "data=local", f"data.path={path}", f"paths.log_dir={tmp_path / 'out'}")
     metrics = final_metrics(proc.stdout)
     assert "val/acc_best" in metrics, metrics
     assert re.search(r"no test split: \d+ rows carved from train \(data.test_fraction=0.1\)", proc.stdout + proc.stderr)
