@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import entry_env, run_dirs, run_entry
+from conftest import entry_env, run_dirs, run_warm
 from test_fail_early import small_disk  # noqa: F401 - the fixture: a 400 KiB tmpfs
 from test_pretraining import TRAIN_PY
 
@@ -119,13 +119,13 @@ def test_a_damaged_cached_encoder_is_set_aside_and_pretrained_again(tmp_path: Pa
     args = [*TRAIN_PY, f"paths.log_dir={log_dir}", "model.init_from=pretrain", "trainer.limit_train_batches=2"]
     args += ["callbacks.attention_maps=null", "pretrain.callbacks.attention_maps=null"]
     args += ["pretrain.trainer.limit_train_batches=3", "pretrain.trainer.limit_val_batches=1"]  # a short pretraining
-    run_entry("train.py", *args)
+    run_warm("train.py", *args)
     (cached,) = (log_dir / ".cache" / "pretrained").glob("mlm-*.ckpt")
     clean = PretrainedEncoder.load(cached).weights
     for n, (name, damage) in enumerate(DAMAGES.items(), start=1):
         damage(cached)
         damaged = cached.read_bytes()
-        proc = run_entry("train.py", *args, "train=false", "test=false")  # the start of the run: no fine-tuning
+        proc = run_warm("train.py", *args, "train=false", "test=false")  # the start of the run: no fine-tuning
         out = proc.stdout + proc.stderr
         (line,) = [x for x in out.splitlines() if "moved it aside" in x]
         assert f"{cached} cannot be read ({len(damaged)} bytes, " in line, name

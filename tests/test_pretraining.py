@@ -10,7 +10,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from conftest import TINY, TINY_PRETRAINING, run_dirs, run_entry
+from conftest import TINY, TINY_PRETRAINING, run_dirs, run_entry, run_warm
 
 from transformer_attention.data.datamodule import ReviewDataModule
 from transformer_attention.data.tokenizer import CLS_ID, FIRST_WORD_ID, MASK_ID, PAD_ID
@@ -180,20 +180,21 @@ def test_pretrain_entry_then_train_from_it_and_from_the_cache(tmp_path: Path):
     """pretrain.py writes a checkpoint train.py starts from; train.py model.init_from=pretrain pretrains once,
     then reuses the cached encoder; a size that differs from the checkpoint's fails in one line."""
     log_dir = f"paths.log_dir={tmp_path / 'outputs'}"
-    proc = run_entry("pretrain.py", *PRETRAIN_PY, log_dir)
+    proc = run_warm("pretrain.py", *PRETRAIN_PY, log_dir)
     (run,) = run_dirs(tmp_path / "outputs", "pretrain")
     (ckpt,) = (run / "checkpoints").glob("mlm_*.ckpt")
     assert list(run.glob("events.out.tfevents.*"))
     assert (run / "config_tree.log").is_file()
     assert f"model.init_from={ckpt}" in proc.stdout
-    trained = run_entry("train.py", *TRAIN_PY, log_dir, f"model.init_from={ckpt}", "trainer.limit_train_batches=2")
+    trained = run_warm("train.py", *TRAIN_PY, log_dir, f"model.init_from={ckpt}", "trainer.limit_train_batches=2")
     assert "pretrained tensors copied" in trained.stdout + trained.stderr
-    bad = run_entry("train.py", *TRAIN_PY, log_dir, f"model.init_from={ckpt}", "model.dim_feedforward=64", check=False)
+    init_from = f"model.init_from={ckpt}"
+    bad = run_warm("train.py", *TRAIN_PY, log_dir, init_from, "model.dim_feedforward=64", check=False)
     assert bad.returncode != 0
     assert "dim_feedforward=32 but the config says model.dim_feedforward=64" in bad.stderr
     assert "Traceback" not in bad.stderr
     # the same settings as pretrain.py ran: the cache already has this encoder, nothing pretrains again
-    again = run_entry("train.py", *TRAIN_PY, log_dir, "model.init_from=pretrain", "trainer.limit_train_batches=2")
+    again = run_warm("train.py", *TRAIN_PY, log_dir, "model.init_from=pretrain", "trainer.limit_train_batches=2")
     assert "pretrained before on the same texts and settings" in again.stdout + again.stderr
     assert len(run_dirs(tmp_path / "outputs", "pretrain")) == 1
 
@@ -208,7 +209,7 @@ def test_pretrain_takes_the_trainer_logger_and_callbacks_overrides_train_takes(t
         "pretrain.trainer.precision=bf16-mixed",
         "pretrain.callbacks.lr_monitor=null",
     ]
-    proc = run_entry("pretrain.py", *PRETRAIN_PY, *overrides, f"paths.log_dir={tmp_path / 'outputs'}")
+    proc = run_warm("pretrain.py", *PRETRAIN_PY, *overrides, f"paths.log_dir={tmp_path / 'outputs'}")
     (run,) = run_dirs(tmp_path / "outputs", "pretrain")
     (metrics,) = run.glob("csv/version_*/metrics.csv")
     with metrics.open() as f:
