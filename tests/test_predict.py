@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, TINY, count_forwards, entry_env, run_dirs, run_entry
+from conftest import ROOT, TINY, count_forwards, entry_env, run_dirs, run_warm
 from test_checkpoint import tiny_module
 from test_train import final_metrics
 
@@ -207,7 +207,7 @@ def test_predict_entry_from_a_checkpoint_alone(trained, tmp_path: Path):
     ckpt.write_bytes((run / "checkpoints" / "last.ckpt").read_bytes())
     log_dir = tmp_path / "outputs"
     texts = json.dumps(SENTENCES[1:])
-    proc = run_entry(
+    proc = run_warm(
         "predict.py",
         f"ckpt_path={ckpt}",
         f"text={SENTENCES[0]}",
@@ -280,7 +280,7 @@ def test_predict_takes_texts_quoted_as_the_guide_shows(trained, tmp_path: Path):
 @pytest.mark.slow
 def test_predict_entry_without_text_explains(trained, tmp_path: Path):
     run, _ = trained
-    proc = run_entry(
+    proc = run_warm(
         "predict.py",
         f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
         f"paths.log_dir={tmp_path / 'outputs'}",
@@ -300,7 +300,7 @@ def test_evaluate_reproduces_the_training_test_metrics(trained, tmp_path: Path):
     training_logs = sorted(run.glob("events.out.tfevents.*"))
     log_dir = tmp_path / "outputs"
     data_overrides = [o for o in TINY if o.startswith("data.")]
-    proc = run_entry(
+    proc = run_warm(
         "evaluate.py",
         f"ckpt_path={best}",
         *data_overrides,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY, run_entry
+from conftest import TINY, run_warm
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
@@ -27,7 +27,7 @@ def sweep(tmp_path_factory) -> tuple[Path, list[Path]]:
     """`python train.py -m ... model.num_heads=1,2`: the outputs folder and the two jobs' folders."""
     log_dir = tmp_path_factory.mktemp("tensorboard") / "outputs"
     tiny = [o for o in TINY if not o.startswith("trainer.max_epochs=")]
-    run_entry(
+    run_warm(
         "train.py",
         "-m",
         *tiny,
@@ -137,7 +137,7 @@ SINGLE = ["experiment=toy", "model.pooling=mean", "model.dropout=0.2"]  # and TI
 def single(tmp_path_factory) -> Path:
     """One `python train.py experiment=toy ...` run: its folder (TINY, no end-of-fit analysis)."""
     log_dir = tmp_path_factory.mktemp("single") / "outputs"
-    run_entry("train.py", *TINY, *SINGLE, "callbacks.model_analysis=null", f"paths.log_dir={log_dir}")
+    run_warm("train.py", *TINY, *SINGLE, "callbacks.model_analysis=null", f"paths.log_dir={log_dir}")
     (run,) = (log_dir / "train" / "runs").iterdir()
     return run
 
