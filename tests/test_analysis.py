@@ -17,7 +17,7 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, run_entry
+from conftest import ROOT, run_warm
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from test_callbacks import events
@@ -575,7 +575,8 @@ def test_evaluate_runs_both_analyses_on_a_checkpoint_and_refuses_bad_inputs(toy_
     tmp, *_ = toy_run
     ckpt = tmp / "checkpoints" / "last.ckpt"
     start = time.monotonic()
-    proc = run_entry("evaluate.py", f"ckpt_path={ckpt}", "analyses=[heads,faithfulness]", f"paths.log_dir={tmp_path}")
+    analyses = ["analyses=[heads,faithfulness]", f"paths.log_dir={tmp_path}"]
+    proc = run_warm("evaluate.py", f"ckpt_path={ckpt}", *analyses)
     assert time.monotonic() - start < 60
     assert "head importance (masking each head" in proc.stdout and "faithfulness (ERASER; 100 test texts" in proc.stdout
     (run,) = (tmp_path / "evaluate" / "runs").iterdir()
@@ -597,7 +598,7 @@ def test_evaluate_runs_both_analyses_on_a_checkpoint_and_refuses_bad_inputs(toy_
 
 @pytest.mark.slow
 def test_an_analysis_that_would_cost_too_much_is_skipped_with_the_command_that_runs_it(tmp_path: Path, tiny_overrides):
-    proc = run_entry("train.py", *tiny_overrides, "callbacks.model_analysis.max_cost=0.0001")
+    proc = run_warm("train.py", *tiny_overrides, "callbacks.model_analysis.max_cost=0.0001")
     log = next((tmp_path / "outputs" / "train" / "runs").glob("*/train.log")).read_text()
     lines = log.splitlines()
     (at,) = [i for i, line in enumerate(lines) if "model analysis skipped" in line]

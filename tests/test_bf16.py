@@ -7,7 +7,7 @@ import re
 
 import pytest
 import torch
-from conftest import run_entry
+from conftest import run_warm
 
 from transformer_attention.model import ATTENTION_IMPLS, TransformerClassifier
 
@@ -75,7 +75,7 @@ def test_bf16_mixed_run_trains_the_toy_set_like_fp32(tiny_overrides):
     """A real `python train.py trainer.precision=bf16-mixed` run: >= 95% toy test accuracy."""
     overrides = [o for o in tiny_overrides if not o.startswith(("model.", "data.toy_size", "trainer.max_epochs"))]
     # the default model and toy set, 4 epochs instead of 10 (fp32 reaches 100% with 10, > 99% with 5)
-    proc = run_entry(
+    proc = run_warm(
         "train.py",
         *overrides,
         "trainer.precision=bf16-mixed",

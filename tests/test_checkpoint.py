@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import run_entry
+from conftest import run_warm
 from omegaconf import OmegaConf
 
 from transformer_attention.data import train_tokenizer
@@ -211,7 +211,7 @@ def test_entry_points_report_bad_checkpoints_without_a_traceback(
     bad = tmp_path / f"{case}.ckpt"
     if case == "truncated":
         bad.write_bytes(ckpt_file.read_bytes()[:1000])
-    proc = run_entry(
+    proc = run_warm(
         script,
         f"ckpt_path={bad}",
         f"paths.log_dir={tmp_path / 'outputs'}",

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, SHARED_DATA, TINY, entry_env, run_entry
+from conftest import ROOT, SHARED_DATA, TINY, entry_env, run_warm
 
 from transformer_attention.data import ReviewDataModule
 
@@ -22,7 +22,7 @@ needs_shared = pytest.mark.skipif(
 @pytest.mark.slow
 @needs_shared
 def test_train_entry_on_rotten_tomatoes_end_to_end(tmp_path):
-    proc = run_entry(
+    proc = run_warm(
         "train.py",
         *TINY_REAL,
         "data=rotten_tomatoes",

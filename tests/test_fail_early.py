@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY, entry_env, run_entry
+from conftest import TINY, entry_env, run_entry, run_warm
 from omegaconf import OmegaConf
 from test_checkpoint import save_like_lightning, tiny_module
 from test_config import conf, error_of  # noqa: F401 - conf: the fixture
@@ -90,7 +90,7 @@ def test_every_job_of_a_sweep_fails_before_it_trains(tmp_path: Path):
     data = csv_reviews(tmp_path / "data")
     log_dir = tmp_path / "outputs"
     args = ["-m", "model.num_heads=1,2", "data=local", f"data.path={data}", "data.test_fraction=null"]
-    proc = run_entry("train.py", *args, *LOCAL_TINY, f"paths.log_dir={log_dir}", check=False, timeout=300)
+    proc = run_warm("train.py", *args, *LOCAL_TINY, f"paths.log_dir={log_dir}", check=False, timeout=300)
     assert proc.returncode != 0 and "has no test split" in proc.stderr, proc.stderr[-3000:]
     logs = sorted(log_dir.rglob("train.log"))
     assert logs and all("has no test split" in p.read_text() for p in logs)  # a failed job keeps its log
@@ -181,7 +181,7 @@ def current_umask() -> int:
 @pytest.mark.slow
 def test_a_run_on_a_full_disk_ends_in_one_line_and_every_checkpoint_loads(small_disk: Path, tmp_path: Path):
     run = small_disk / "run"
-    proc = run_entry(
+    proc = run_warm(
         "train.py",
         *[o for o in TINY if not o.startswith("trainer.max_epochs")],
         "trainer.max_epochs=4",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY, run_dirs, run_entry
+from conftest import TINY, run_dirs, run_warm
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -39,7 +39,7 @@ def picture(seed: int = 0) -> np.ndarray:
 
 @pytest.mark.slow
 def test_metrics_csv_holds_what_the_event_files_hold(tmp_path: Path):
-    run_entry("train.py", *TWO_EPOCHS, f"paths.log_dir={tmp_path}")
+    run_warm("train.py", *TWO_EPOCHS, f"paths.log_dir={tmp_path}")
     (run,) = run_dirs(tmp_path)
     assert (run / "csv" / "version_0" / "metrics.csv").is_file()
     rows, final = read_metrics(run), final_metrics(run)
@@ -62,7 +62,7 @@ def test_metrics_csv_holds_what_the_event_files_hold(tmp_path: Path):
 def test_mlflow_local_store_receives_the_run(tmp_path: Path):
     mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
     with_maps = [o for o in TWO_EPOCHS if not o.startswith("callbacks.attention_maps")]
-    run_entry("train.py", *with_maps, "logger=mlflow", "tags=[mlflow_test]", f"paths.log_dir={tmp_path}")
+    run_warm("train.py", *with_maps, "logger=mlflow", "tags=[mlflow_test]", f"paths.log_dir={tmp_path}")
     (run,) = run_dirs(tmp_path)
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow/mlflow.db")
     (found,) = client.search_runs([client.get_experiment_by_name("train").experiment_id])

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import run_entry
+from conftest import run_warm
 from omegaconf import OmegaConf
 from test_checkpoint import save_like_lightning, tiny_module
 from test_config import conf  # noqa: F401 - the fixture
@@ -189,7 +189,7 @@ def test_an_undamaged_checkpoint_still_loads_and_a_damaged_record_is_named(tmp_p
 @pytest.mark.parametrize("script", ["predict.py", "evaluate.py"])
 def test_entry_points_refuse_a_damaged_checkpoint_in_one_line(tmp_path: Path, damaged: Path, script: str):
     text = ["text=good"] if script == "predict.py" else []
-    proc = run_entry(script, f"ckpt_path={damaged}", *text, f"paths.log_dir={tmp_path / 'out'}", check=False)
+    proc = run_warm(script, f"ckpt_path={damaged}", *text, f"paths.log_dir={tmp_path / 'out'}", check=False)
     assert f"checkpoint {damaged} is damaged" in one_line(proc, "checkpoint error")
     assert not (tmp_path / "out").exists()
 

@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import TINY, entry_env, run_entry
+from conftest import TINY, entry_env, run_entry, run_warm
 from test_config import conf  # noqa: F401 - the fixture
 from test_fail_early import one_line
 
@@ -110,7 +110,7 @@ def test_a_target_refused_at_the_task_start_reads_no_data_and_leaves_nothing(tmp
     nothing is tokenized, cached or pretrained, and no run folder is left."""
     log_dir = tmp_path / "out"
     args = [*TINY, "model.init_from=pretrain"] if script == "train.py" else []
-    proc = run_entry(script, *args, override, f"paths.log_dir={log_dir}", check=False)
+    proc = run_warm(script, *args, override, f"paths.log_dir={log_dir}", check=False)
     line = one_line(proc, "config error")
     assert says in line, line
     assert "tokenizing" not in proc.stdout + proc.stderr and not (log_dir / ".cache").exists()  # no data read
