@@ -26,7 +26,8 @@ from .data.batches import collate
 from .data.labels import names_or_ids
 from .data.tokenizer import PAD_ID, UNK_ID, encode, load_tokenizer
 from .errors import InputError
-from .model.classifier import ClassifierOutput
+from .model.classifier import ClassifierOutput, TransformerClassifier
+from .model.evidence import share_of_margin
 from .model.probes import gated_heads, norm_weighted_forward
 from .module import ClassifierModule, evaluating
 
@@ -104,6 +105,18 @@ def forward(
         if need_norms:
             return norm_weighted_forward(model, ids, mask)
         return model(ids, mask, need_weights=need_weights)
+
+
+def evidence_share(
+    net: TransformerClassifier, ids: torch.Tensor, mask: torch.Tensor, target: torch.Tensor
+) -> torch.Tensor:
+    """(B,): how much of each row's margin for its `target` class the naive-Bayes n-gram term carries against the
+    encoder's (`model.evidence.share_of_margin`), in eval mode, no gradient; `net` has that term."""
+    modes = evaluating(net) if any(m.training for m in net.modules()) else nullcontext()
+    with modes, torch.no_grad():
+        encoder, evidence, _ = net.logit_parts(ids, mask)
+    assert evidence is not None, "the model has no naive-Bayes n-gram term (model.nb_ngram_max=0)"
+    return share_of_margin(encoder, evidence, target)
 
 
 def forward_batches(

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..inference import evidence_share, pad_id_of
 from ..model.classifier import TransformerClassifier
-from ..model.evidence import share_of_margin
 from .agreement import BOUNDS_MAX_WORDS
 from .attributions import attribute
 from .faithfulness import Explained
@@ -78,10 +78,7 @@ def evidence_note(
     if net.evidence is None or target is None:
         return ""
     ids = torch.as_tensor(np.asarray(row, dtype=np.int64), device=net.head.weight.device)[None]
-    with torch.no_grad():
-        encoder, evidence, _ = net.logit_parts(ids)
-    assert evidence is not None
-    share = float(share_of_margin(encoder, evidence, torch.tensor([target], device=ids.device))[0])
+    share = float(evidence_share(net, ids, ids != pad_id_of(net), torch.tensor([target], device=ids.device))[0])
     return (
         f"The naive-Bayes n-gram term carries {share:.0%} of this text's margin for {names[target]}, the encoder "
         f"{1 - share:.0%}; every method here counts each word's share of that term."
