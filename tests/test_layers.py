@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, installed_wheel
+from conftest import ROOT
 
 from transformer_attention.plotting.html import MODULES
 
@@ -245,11 +245,11 @@ def test_the_entry_shell_imports_no_torch():
 
 
 @pytest.mark.slow
-def test_the_attention_page_is_package_data_of_a_regular_install(tmp_path: Path):
+def test_the_attention_page_is_package_data_of_a_regular_install(regular_install: tuple[Path, Path]):
     """A wheel built from the project holds page/page.html, page/page.css and the page's ES modules; installed
     from it (not editable),
     the view renders a page with the style and script inlined."""
-    wheel, target = installed_wheel(tmp_path)
+    wheel, target = regular_install
     names = zipfile.ZipFile(wheel).namelist()
     page = {f"transformer_attention/plotting/page/{name}" for name in ("page.html", "page.css")}
     assert page | {f"transformer_attention/plotting/page/{m}.js" for m in MODULES} <= set(names)

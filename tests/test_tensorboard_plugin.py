@@ -13,7 +13,6 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from conftest import installed_wheel
 from lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.backend.application import TensorBoardWSGI
 from tensorboard.backend.event_processing.data_provider import MultiplexerDataProvider
@@ -239,10 +238,10 @@ def test_a_page_logged_after_the_logger_closed_still_reaches_the_tab(logged, tmp
 
 
 @pytest.mark.slow
-def test_a_regular_install_ships_the_tab(tmp_path: Path):
+def test_a_regular_install_ships_the_tab(regular_install: tuple[Path, Path]):
     """A wheel built from the project registers the entry point and holds the tab's script; installed from it (not
     editable), the plugin finds its script and the page's modules and template."""
-    wheel, target = installed_wheel(tmp_path)
+    wheel, target = regular_install
     with zipfile.ZipFile(wheel) as z:
         assert "transformer_attention/tensorboard_plugin/static/index.js" in z.namelist()
         (entry_points,) = [n for n in z.namelist() if n.endswith(".dist-info/entry_points.txt")]
