@@ -97,10 +97,15 @@ def word_shares(found: Decomposition) -> torch.Tensor:
     """(B, T, C): each word's own contribution plus an equal share of every n-gram it is part of (the n-gram
     ending at t is made of the words at t - n + 1 .. t, those before position 0 being stand-ins), n-gram vectors
     and naive-Bayes evidence alike, whatever T."""
-    out = found.tokens.clone()
-    T = out.shape[1]
     parts = [*enumerate(found.ngrams_by_n, start=2), *enumerate(found.evidence_by_n, start=1)]
-    for n, part in parts:  # (B, T, C): the n-grams ending at each position
+    return shared_by_words(found.tokens.clone(), parts)
+
+
+def shared_by_words(out: torch.Tensor, parts: list[tuple[int, torch.Tensor]]) -> torch.Tensor:
+    """`out` (B, T, C) plus, for each (n, part) of `parts`, `part` (B, T, C), the n-grams ending at each position,
+    shared equally by the words of each n-gram (in place; returns `out`)."""
+    T = out.shape[1]
+    for n, part in parts:
         count = torch.clamp(torch.arange(T, device=out.device) + 1, max=n).to(out.dtype)  # (T,) real words in each
         share = part / count[None, :, None]
         for back in range(min(n, T)):  # the word `back` places before the n-gram's end (none before position 0)
@@ -116,8 +121,7 @@ def evidence_shares(net: TransformerClassifier, ids: Tensor, mask: Tensor, targe
         return torch.zeros(ids.shape, dtype=torch.float64, device=ids.device)
     with torch.no_grad():
         parts = [part.double() for part in net.evidence.by_n(ids, mask)]
-    none = torch.zeros_like(parts[0])
-    shares = word_shares(Decomposition(none[:, 0], none, none[:, 0], none[:, 0], evidence_by_n=parts))
+    shares = shared_by_words(torch.zeros_like(parts[0]), list(enumerate(parts, start=1)))  # (B, T, C)
     return shares.gather(2, target.view(-1, 1, 1).expand(-1, ids.shape[1], 1)).squeeze(2)
 
 
