@@ -191,9 +191,10 @@ class ClassifierModule(EncoderModule):
             return loss_of(encoder), encoder.argmax(dim=-1), labels
         logits, parts = encoder + evidence, self.hparams["nb_part_loss"] if train else 0.0
         loss = loss_of(logits) + (parts * (loss_of(encoder) + loss_of(evidence)) if parts else 0.0)
+        preds = logits.argmax(dim=-1)
         if share is not None:
-            share.update(share_of_margin(encoder.detach(), evidence.detach(), logits.argmax(dim=-1)))
-        return loss, logits.argmax(dim=-1), labels
+            share.update(share_of_margin(encoder.detach(), evidence.detach(), preds))
+        return loss, preds, labels
 
     # ---- fit -----------------------------------------------------------------------------
     def setup(self, stage: str) -> None:

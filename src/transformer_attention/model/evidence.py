@@ -75,8 +75,11 @@ class NgramEvidence(nn.Module):
     def by_n(self, tokens: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
         """For n = 1 .. ngram_max, (B, T, C): the evidence of the n-gram ending at each position (zero at padding
         and where the n-gram was seen before in the text)."""
-        table = self.ratio * self.weight  # (buckets, C)
-        return [table[ids] * counts.unsqueeze(-1).to(table.dtype) for ids, counts in self.rows(tokens, mask)]
+        # the rows read, not the whole table: a training step's product and its gradient cost B x T x C, not buckets x C
+        return [
+            self.ratio[ids] * self.weight[ids] * counts.unsqueeze(-1).to(self.weight.dtype)
+            for ids, counts in self.rows(tokens, mask)
+        ]
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, C): the term the logits add."""
