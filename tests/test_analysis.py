@@ -12,6 +12,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import lightning as L
 import numpy as np
@@ -469,6 +470,32 @@ def test_the_settings_are_checked_with_one_line_each():
     with pytest.raises(ConfigError, match=r"analysis.heads_samples=11 is more than the 10 texts of the validation"):
         plan(["heads"], {"heads_samples": 11}, sizes, split="test")
     assert removal_kind("auto", {"[MASK]": 3}) == "mask" and removal_kind("auto", {"[PAD]": 0}) == "delete"
+
+
+def test_max_words_samples_only_the_texts_short_enough():
+    """analysis.max_words draws the faithfulness sample from the texts of at most that many words ([CLS] apart), the
+    same rows on a rerun; more than the short texts hold, or none short enough, is one line with the fix."""
+    lengths = [3, 70, 5, 64, 65, 2, 100, 64]  # words; ids are [CLS] + that many
+    split = SimpleNamespace(ids=[[1] * (n + 1) for n in lengths], labels=[0] * len(lengths))
+    sizes = {"test": len(lengths)}
+    chosen = plan(["faithfulness"], {"max_words": 64}, sizes, split="test")
+    rows, _ = chosen.rows("faithfulness", {"test": split})
+    assert sorted(len(r) - 1 for r in rows) == [2, 3, 5, 64, 64]  # all of the short ones: samples was null
+    chosen = plan(["faithfulness"], {"max_words": 64, "samples": 3, "seed": 1}, sizes, split="test")
+    picked = [len(r) - 1 for r in chosen.rows("faithfulness", {"test": split})[0]]
+    assert (
+        len(picked) == 3
+        and max(picked) <= 64
+        and picked == [len(r) - 1 for r in chosen.rows("faithfulness", {"test": split})[0]]
+    )
+    with pytest.raises(ConfigError, match=r"analysis.samples=6 is more than the 5 texts of the test \(texts of <= 64"):
+        plan(["faithfulness"], {"max_words": 64, "samples": 6}, sizes, split="test").rows(
+            "faithfulness", {"test": split}
+        )
+    with pytest.raises(ConfigError, match=r"analysis.max_words=1: none of the 8 test texts has 1 words or fewer"):
+        plan(["faithfulness"], {"max_words": 1}, sizes, split="test").rows("faithfulness", {"test": split})
+    with pytest.raises(ConfigError, match=r"analysis.max_words=0 must be a whole number >= 1"):
+        check_analysis_settings({"max_words": 0})
 
 
 # ---- on the toy set: known words decide the label ------------------------------------------------------

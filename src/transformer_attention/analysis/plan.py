@@ -45,8 +45,20 @@ class Plan:
         return None if getattr(data, "texts", None) is None else [data.texts[i] for i in picked]
 
     def _picked(self, name: str, splits: Mapping[str, Any]) -> tuple[Any, list[int]]:
-        split, size = (HEADS_SPLIT, self.heads_samples) if name == "heads" else (self.split, self.samples)
-        return splits[split], sample(len(splits[split].ids), size, self.settings.seed)
+        if name == "heads":
+            return splits[HEADS_SPLIT], sample(len(splits[HEADS_SPLIT].ids), self.heads_samples, self.settings.seed)
+        data, longest = splits[self.split], self.settings.max_words
+        if longest is None:
+            return data, sample(len(data.ids), self.samples, self.settings.seed)
+        short = [i for i, row in enumerate(data.ids) if len(row) - 1 <= longest]  # [CLS] is not a word
+        if not short:
+            raise ConfigError(
+                f"analysis.max_words={longest}: none of the {len(data.ids)} {self.split} texts has {longest} words "
+                "or fewer: raise it, or analysis.max_words=null for every text"
+            )
+        size = self.samples if self.settings.samples is not None else min(self.samples, len(short))
+        size = sample_size(size, len(short), "analysis.samples", f"{self.split} (texts of <= {longest} words)")
+        return data, [short[i] for i in sample(len(short), size, self.settings.seed)]
 
 
 def analysis_settings(values: Mapping[str, Any] | AnalysisConfig | None) -> AnalysisConfig:

@@ -34,12 +34,14 @@ class AnalysisConfig:
     batch_size: int = 256  # rows per forward pass
     target: str = "predicted"  # the class the attributions explain: predicted | true | a class name
     normalized: bool = True  # normalized AOPC: greedy bounds, n (n + 1) passes per text of n <= 64 words
+    max_words: Optional[int] = None  # noqa: UP045 - faithfulness: only texts of at most this many words (null: all)
     methods: Optional[List[str]] = None  # noqa: UP006, UP045 - explanation methods to run (null: every one, methods/)
 
 
 RULES: dict[str, Rule] = {
     "samples": (whole(1, null=True), "a whole number >= 1 (null: all)", 100),
     "heads_samples": (whole(1, null=True), "a whole number >= 1 (null: all)", 100),
+    "max_words": (whole(1, null=True), "a whole number >= 1 (null: every text)", 64),
     "ig_steps": (whole(2), "a whole number >= 2", 32),
     "seed": (whole(0), "a whole number >= 0", 0),
     "batch_size": (whole(1), "a whole number >= 1", 256),
