@@ -15,6 +15,7 @@ from test_explanations import trained
 from transformer_attention.analysis import decompx
 from transformer_attention.analysis.methods import Options, methods
 from transformer_attention.analysis.methods import decompx_paper as paper
+from transformer_attention.analysis.methods.decompx import word_shares
 from transformer_attention.analysis.methods.decompx_paper import decompx_paper
 from transformer_attention.model.classifier import TransformerClassifier
 
@@ -72,7 +73,9 @@ def oracle(net: TransformerClassifier, ids: torch.Tensor, mask: torch.Tensor) ->
     B, T = ids.shape
     D = net.config.d_model
     with torch.no_grad():
-        inputs = net.embedding(ids) * math.sqrt(D) + net.pos_encoder.positions(T)  # (B, T, D): word, n-grams, position
+        words, grams = net.embedding.parts(ids)  # (B, T, D) and the n-gram vectors ending at each position, by n
+        own = words * math.sqrt(D) + net.pos_encoder.positions(T)  # a token's word and position
+        grams = [g * math.sqrt(D) for g in grams]
     C, f64 = net.head.out_features, torch.float64
     tokens, unshared = torch.zeros(B, T, C, dtype=f64), torch.zeros(B, C, dtype=f64)
 
@@ -120,10 +123,12 @@ def oracle(net: TransformerClassifier, ids: torch.Tensor, mask: torch.Tensor) ->
 
     with torch.no_grad():
         for b in range(B):
-            X = [
-                [inputs[b, i] if k == i else torch.zeros(D, dtype=torch.float64) for k in range(T + 1)]
-                for i in range(T)
-            ]
+            X = [[own[b, i] if k == i else torch.zeros(D, dtype=torch.float64) for k in range(T + 1)] for i in range(T)]
+            for n, vectors in enumerate(grams, start=2):  # each n-gram's vector shared by its real words, where it ends
+                for i in range(T):
+                    members = [k for k in range(i - n + 1, i + 1) if k >= 0]
+                    for k in members:
+                        X[i][k] = X[i][k] + vectors[b, i] / len(members)
             for layer in net.encoder.layers:
                 if layer.norm_first:
                     X = attend(X, norm(X, layer.norm1), layer.self_attn, mask[b])
@@ -163,7 +168,7 @@ def test_the_papers_decompx_is_the_per_token_loop_and_adds_up_to_the_logits(shap
 
 def test_without_biases_and_positions_both_variants_are_one():
     """With every bias and position zero, AbsDot has nothing to share: each token's share is the other variant's
-    word plus the n-grams that end at it."""
+    word plus its equal share of each n-gram it is part of (decompx's ranking of words)."""
     net = model(pooling="mean", positional="learned", ngram_buckets=50, ngram_max=3)
     with torch.no_grad():
         for name, p in net.named_parameters():
@@ -171,7 +176,7 @@ def test_without_biases_and_positions_both_variants_are_one():
                 p.zero_()
     ids, mask = batch()
     paper, apart = decompx_paper(net, ids, mask), decompx(net, ids, mask)
-    torch.testing.assert_close(paper.tokens, apart.tokens + apart.ngrams, rtol=0, atol=1e-10)
+    torch.testing.assert_close(paper.tokens, word_shares(apart), rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])

@@ -4,8 +4,9 @@ bias_decomp_type="absdot"): every bias shared out among the tokens, and each tok
 part of that token. decompx.py keeps biases and positions apart instead.
 
 Each position i carries one vector per input token k, x_{i<-k}, that sum over k to the model's own x_i; token k
-starts as its whole input vector (its word, the n-gram vectors that end at it, its position) at its own position,
-zero elsewhere. Through each layer:
+starts as its word and position vectors at its own position, plus an equal share of each n-gram vector it is part
+of at the position where that n-gram ends (`first_parts`; the paper's models have no n-grams: this shares them as
+decompx ranks them), zero elsewhere. Through each layer:
 - attention: sum_h sum_j alpha^h_ij W_O^h W_V^h x_{j<-k} with the weights as the model computed them, plus the
   residual x_{i<-k}; then the attention's bias, b_i = sum_h (sum_j alpha^h_ij) W_O^h b_V^h + b_O, is shared;
 - each LayerNorm: gamma (x_{i<-k} - mean(x_{i<-k})) / s(x_i), s the deviation of the actual input; beta shared;
@@ -18,7 +19,8 @@ computed on the vectors it is added to. So the shares depend on the propagated v
 written out (no Jacobian shortcut as in decompx.py). A bias that no token can take (every share zero: a row that
 pools nothing) is kept apart, `unshared`, so that `tokens.sum(1) + unshared == logits` always, to float64
 rounding. Unlike the reference code's first layer, which carries the value bias b_V with each key, every layer
-here shares W_O b_V with b_O. As a ranking of words (`explain`), a token's n-gram vectors count with it.
+here shares W_O b_V with b_O. A naive-Bayes term (model/evidence.py) adds to the logits directly: each n-gram's
+evidence is shared equally by its words, as decompx shares it.
 
 Shapes: B batch, T tokens, K = T + 1 parts (the tokens and the unshared slot), D d_model, F feed-forward width,
 H heads, Dk head dim, C classes. The cost: K vectors per token through the network, about K forward passes of a
@@ -40,6 +42,7 @@ from ..passes import Passes
 from . import Explanation, Method, Options, register
 from ._forward import Trace, encoder_layers, run, secant_slope
 from ._inputs import checked
+from .decompx import shared_by_words
 
 CHUNK = 2**24  # numbers of the feed-forward block held at once: 128 MiB of float64
 
@@ -129,16 +132,31 @@ def decompx_paper(
         trace = run(net, input_ids, mask)  # the model's own weights, layer by layer
         logits = propagate(net, trace, mask)  # (B, K, C)
     T = input_ids.shape[1]
-    tokens = logits[:, :T] + sum(trace.evidence, torch.zeros_like(logits[:, :T]))  # an n-gram's with its last token
+    tokens = shared_by_words(logits[:, :T].clone(), list(enumerate(trace.evidence, start=1)))  # the term's, by word
     return PaperDecomposition(logits=trace.logits.detach(), tokens=tokens, unshared=logits[:, T])
+
+
+def first_parts(trace: Trace) -> Tensor:
+    """(B, T, K, D): what each token is of each position's input x0. Token t has its word and position vectors at
+    t, and an equal share of every n-gram vector it is part of, at the position where the n-gram ends (the n-gram
+    ending at t is made of the words at t - n + 1 .. t, those before position 0 being stand-ins, as decompx's
+    word_shares counts them); summed over the tokens, each position's input."""
+    B, T, D = trace.x0.shape
+    parts = trace.x0.new_zeros(B, T, T + 1, D)
+    parts[:, range(T), range(T)] = trace.words + trace.positions
+    for n, grams in enumerate(trace.ngrams, start=2):
+        count = torch.clamp(torch.arange(T, device=grams.device) + 1, max=n).to(grams.dtype)  # real words in each
+        share = grams / count[None, :, None]
+        for back in range(min(n, T)):  # the word `back` places before the n-gram's end
+            ends = torch.arange(back, T, device=grams.device)
+            parts[:, ends, ends - back] += share[:, ends]
+    return parts
 
 
 def propagate(net: TransformerClassifier, trace: Trace, mask: Tensor) -> Tensor:
     """(B, K, C): each token's vector (and the unshared slot's) carried from the input to the logits, with the
     attention weights of `trace`, the written-out forward pass of the same ids and mask."""
-    B, T, D = trace.x0.shape
-    parts = trace.x0.new_zeros(B, T, T + 1, D)  # (B, T, K, D)
-    parts[:, range(T), range(T)] = trace.x0.detach()  # each token whole, position included, at its place
+    parts = first_parts(trace)
     for layer, traced in zip(encoder_layers(net), trace.layers, strict=True):
         if layer.norm_first:
             moved, bias = attention(layer_norm(parts, layer.norm1), traced.weights, layer.self_attn)
