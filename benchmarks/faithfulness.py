@@ -33,10 +33,12 @@ def read_run(folder: Path) -> dict:
     metrics = json.loads((folder / "metrics.json").read_text()) if (folder / "metrics.json").is_file() else {}
     return {
         "folder": str(folder),
-        "command": "python evaluate.py " + " ".join(overrides),
+        "command": "python evaluate.py " + " ".join(o for o in overrides if not o.startswith("paths.log_dir=")),
         "test_acc": metrics.get("test/acc"),
         "split": faith["split"],
         "texts": faith["texts"],
+        "naopc_texts": faith.get("naopc_texts"),
+        "plausibility_texts": faith.get("plausibility_texts"),
         "removal": faith["removal_means"],
         "k": faith["k"],
         "ig_completeness_error": faith["integrated_gradients_completeness_error"],
