@@ -13,7 +13,8 @@ class the model predicts. It measures, each averaged over the reviews (mean ± s
   predicted class max(s, 0), and its scores towards the review's true label (what the people marked is evidence
   for); AUPRC on the reviews the model gets right and wrong apart;
 - the n-gram shares: DecompX's own word vectors only, n-gram vectors shared equally among their words (the
-  registered method), or given whole to the word they end at;
+  registered method), or given whole to the word they end at (each with the naive-Bayes term's word shares, where
+  the model has that term); and with the term, the encoder's part alone and the term's alone;
 - the pieces: a word's pieces summed instead of averaged, and AUPRC over the words the tokenizer keeps whole;
 - spans: people mark phrases, so each word's score averaged with its neighbours' (5 words) for both methods, and
   how alike neighbouring words' ranks are (their correlation);
@@ -40,7 +41,7 @@ from common import RESULTS, ROOT, machine, write_json
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from transformer_attention.analysis.attributions import attribute
-from transformer_attention.analysis.methods.decompx import decompx, word_shares
+from transformer_attention.analysis.methods.decompx import decompx, shared_by_words, word_shares
 from transformer_attention.analysis.plausibility import text_scores, word_rationale, word_scores
 from transformer_attention.data.rationales import rationale_flags
 from transformer_attention.data.tokenizer import encode, load_tokenizer
@@ -131,7 +132,9 @@ def main() -> None:
         parts = decompx(net, ids, torch.ones_like(ids, dtype=torch.bool))
         shared = word_shares(parts)[0].numpy()  # (T, C)
         assert np.allclose(shared[:, predicted[i]], found[i]["decompx"], atol=1e-9), "not the registered decompx"
-        own, at_end = parts.tokens[0].numpy(), (parts.tokens + parts.ngrams)[0].numpy()
+        evidence = list(enumerate(parts.evidence_by_n, start=1))  # the naive-Bayes term's, if the model has one
+        term = shared_by_words(torch.zeros_like(parts.tokens), evidence)[0].numpy()  # (T, C): its shares by word
+        own, at_end = parts.tokens[0].numpy() + term, (parts.tokens + parts.ngrams)[0].numpy() + term
         words = {m: word_scores(found[i][m], rationale) for m in ("attention", "decompx", "random")}
         dx = words["decompx"]
         right = "right" if predicted[i] == labels[i] else "wrong"
@@ -151,6 +154,13 @@ def main() -> None:
         add("decompx towards the true label", word_scores(shared[:, labels[i]], rationale), truth)
         add("decompx own word vectors only", word_scores(own[:, predicted[i]], rationale), truth)
         add("decompx n-grams to their last word", word_scores(at_end[:, predicted[i]], rationale), truth)
+        if evidence:
+            add(
+                "decompx encoder only (no naive-Bayes term)",
+                word_scores((shared - term)[:, predicted[i]], rationale),
+                truth,
+            )
+            add("naive-Bayes term alone", word_scores(term[:, predicted[i]], rationale), truth)
         whole = np.array([len(w.tokens) == 1 for w in rationale.words[1:]])
         for m in ("attention", "decompx"):
             summed = word_values(found[i][m], rationale.words, combine="sum")[1:]
