@@ -629,7 +629,11 @@ def test_an_analysis_that_would_cost_too_much_is_skipped_with_the_command_that_r
     log = next((tmp_path / "outputs" / "train" / "runs").glob("*/train.log")).read_text()
     lines = log.splitlines()
     (at,) = [i for i, line in enumerate(lines) if "model analysis skipped" in line]
-    line, command = lines[at], lines[at + 1]  # the command on a line of its own, to copy
+    line, command = lines[at], lines[at + 1]  # the command on lines of its own, to copy
+    while lines[at + 1].endswith(" \\"):  # continued: the overrides on lines under 120 characters
+        at += 1
+        assert len(lines[at + 1]) < 120 and lines[at + 1].startswith("      "), lines[at : at + 2]
+        command = command.removesuffix("\\") + lines[at + 1].strip()
     assert "callbacks.model_analysis.max_cost=0.0001" in line and command.startswith("  python evaluate.py ")
     line += command
     assert (

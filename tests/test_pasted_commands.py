@@ -22,7 +22,7 @@ from omegaconf import open_dict
 
 from transformer_attention.callbacks.analysis import ModelAnalysis
 from transformer_attention.callbacks.console import pasteable
-from transformer_attention.callbacks.interrupt import resume_command
+from transformer_attention.callbacks.interrupt import evaluate_command, resume_command
 
 SWEEP_JOB = "1_model.num_heads=2,seed=3"  # a multirun job's folder: what differs, as Hydra names it
 
@@ -31,6 +31,19 @@ def through_bash(args: str, cwd: Path | None = None) -> list[str]:
     """The arguments a real shell makes of `args` (in `cwd`, where a pattern would match files)."""
     out = subprocess.run(["bash", "-c", f"printf '%s\\0' {args}"], cwd=cwd, capture_output=True, check=True).stdout
     return out.decode().split("\0")[:-1]
+
+
+def test_a_long_command_printed_on_lines_is_the_same_command():
+    """evaluate_command with a width: the checkpoint on the first line, the overrides on lines of at most that many
+    characters, each line but the last continued with a backslash; a shell reads the same words as from one line."""
+    ckpt = f"outputs/train/multiruns/{SWEEP_JOB}/checkpoints/epoch_004.ckpt"
+    overrides = ("analyses=[heads,faithfulness]", "analysis.split=validation", "seed=3", "analysis.samples=50")
+    one, lines = evaluate_command(ckpt, *overrides), evaluate_command(ckpt, *overrides, width=60)
+    rows = lines.splitlines()
+    assert len(rows) > 2 and all(r.endswith(" \\") for r in rows[:-1]) and not rows[-1].endswith("\\")
+    assert rows[0] == f"python evaluate.py {pasteable('ckpt_path', ckpt)} \\" and all(len(r) <= 62 for r in rows[1:])
+    assert through_bash(lines) == through_bash(one) and through_bash(one)[2].startswith("ckpt_path=")
+    assert evaluate_command(ckpt, *overrides, width=1000) == one
 
 
 @pytest.mark.parametrize(
@@ -69,11 +82,23 @@ def test_a_skipped_analysis_command_runs_as_printed_from_a_sweep_jobs_folder(tin
 
 
 def printed_command(output: str, after: str) -> str:
-    """The command printed on the line after the one ending with `after` (`resume with:`, `to run it:`)."""
+    """The last command printed from the line after one ending with `after` (`resume with:`, `to run it:`)."""
+    return printed_commands(output, after)[-1]
+
+
+def printed_commands(output: str, after: str) -> list[str]:
+    """Each command printed from the line after one ending with `after`, with the lines it continues onto (each but
+    the last ending with a backslash), as printed: bash reads them as one."""
     lines = output.splitlines()
-    found = [lines[i + 1].strip() for i, line in enumerate(lines[:-1]) if line.rstrip().endswith(after)]
+    found = []
+    for i, line in enumerate(lines[:-1]):
+        if line.rstrip().endswith(after):
+            end = i + 1
+            while lines[end].endswith("\\") and end + 1 < len(lines):
+                end += 1
+            found.append("\n".join(lines[i + 1 : end + 1]).strip())
     assert found, f"no line ending with {after!r} in:\n{output[-3000:]}"
-    return found[-1]
+    return found
 
 
 def paste(command: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -92,7 +117,7 @@ def test_a_sweeps_skipped_analysis_lines_run_as_printed(tmp_path: Path):
     args = [*TINY, "model.num_heads=1,2", *SKIP_ANALYSIS, "callbacks.attention_maps=null", "paths.log_dir=outputs"]
     sweep = run_warm("train.py", "-m", *args, cwd=tmp_path)
     output = sweep.stdout + sweep.stderr
-    commands = [line.strip() for line in output.splitlines() if line.strip().startswith("python evaluate.py")]
+    commands = printed_commands(output, "to run it:")
     assert len(commands) == 2 and all("0_model" in c or "1_model" in c for c in commands), commands
     pasted = paste(commands[-1], tmp_path)  # the second job's: its folder's name holds = and ,
     assert pasted.returncode == 0, pasted.stderr[-3000:]

@@ -33,6 +33,7 @@ from .sinks import image_loggers, log_image, log_text
 
 log = logging.getLogger(__name__)
 
+COMMAND_WIDTH = 100  # a printed command longer than this goes on to further lines (a console line stays readable)
 WARM_ROWS = 64  # run before the estimate's timed pass: a cold first pass took 2.4x a warm one
 
 READING = (
@@ -152,7 +153,8 @@ class ModelAnalysis(Callback):
             return
         share = estimate / max(fit_seconds, 1e-9)
         cost = f"about {seconds(estimate)}, {share:.2f}x the fit's {seconds(fit_seconds)}"
-        limit, command = f"callbacks.model_analysis.max_cost={self.max_cost}", self.command(shown(saved))
+        limit = f"callbacks.model_analysis.max_cost={self.max_cost}"
+        command = self.command(shown(saved), width=COMMAND_WIDTH)
         log.info("model analysis skipped: %s, more than %s; to run it:\n  %s", cost, limit, command)
 
     @staticmethod
@@ -174,15 +176,16 @@ class ModelAnalysis(Callback):
         candidates += [Path(d) / "last.ckpt" for c in trainer.checkpoint_callbacks if (d := getattr(c, "dirpath", ""))]
         return next((path for path in candidates if path.is_file()), None)
 
-    def command(self, ckpt: str) -> str:
+    def command(self, ckpt: str, width: int | None = None) -> str:
         """The evaluate.py command that runs the same analyses on `ckpt` (which records its data), with this run's
-        `analysis.*` and seed overrides; it tests the checkpoint too."""
+        `analysis.*` and seed overrides; it tests the checkpoint too. `width`: in lines of about that many
+        characters, continued with backslashes."""
         kept = []
         if HydraConfig.initialized():
             given = HydraConfig.get().overrides.task
             kept = [o for o in given if o.lstrip("+~").startswith(("analysis.", "seed="))]
         analyses = f"analyses=[{','.join(self.names)}]"  # quoted: [ ] are a shell's globs (zsh refuses them)
-        return evaluate_command(ckpt, analyses, "analysis.split=validation", *kept)
+        return evaluate_command(ckpt, analyses, "analysis.split=validation", *kept, width=width)
 
     def estimate(self, net: TransformerClassifier, splits: Mapping[str, Any]) -> float:
         """Seconds the planned analyses would take: a timed warm pass over the validation rows gives the seconds a

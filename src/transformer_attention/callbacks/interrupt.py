@@ -44,11 +44,26 @@ def resume_command(ckpt_path: str | Path | None = None) -> str:
     return " ".join(["python", f"{entry}.py", *args])  # a sweep job's folder holds = and ,: quoted for Hydra too
 
 
-def evaluate_command(ckpt_path: str | Path, *overrides: str) -> str:
+def evaluate_command(ckpt_path: str | Path, *overrides: str, width: int | None = None) -> str:
     """The evaluate.py command that tests `ckpt_path` on the data it was trained on (the checkpoint records it),
-    with `overrides` (each quoted for the shell here)."""
-    quoted = [shlex.quote(o) for o in overrides]
-    return " ".join(["python evaluate.py", pasteable("ckpt_path", ckpt_path), *quoted])
+    with `overrides` (each quoted for the shell here); with `width`, in lines of about that many characters
+    (`shell_lines`)."""
+    words = ["python evaluate.py " + pasteable("ckpt_path", ckpt_path), *(shlex.quote(o) for o in overrides)]
+    return " ".join(words) if width is None else shell_lines(words, width)
+
+
+def shell_lines(words: list[str], width: int, indent: str = "      ") -> str:
+    """`words` (each one shell word, already quoted) as one command over several lines: a word that would take a
+    line past `width` characters starts the next, `indent`ed, and each line but the last ends with a backslash, so
+    that pasted into a shell it is still one command. A word longer than `width` gets a line of its own."""
+    lines = [words[0]]
+    for word in words[1:]:
+        if len(lines[-1]) + 1 + len(word) > width:
+            lines[-1] += " \\"
+            lines.append(indent + word)
+        else:
+            lines[-1] += " " + word
+    return "\n".join(lines)
 
 
 class Stopped(SIGTERMException):
