@@ -27,7 +27,7 @@ from common import RESULTS, machine, set_threads, write_json
 from transformer_attention.analysis.methods.decompx import decompx
 from transformer_attention.analysis.methods.decompx_paper import decompx_paper
 from transformer_attention.data.tokenizer import encode, load_tokenizer
-from transformer_attention.inference import trained_length
+from transformer_attention.inference import pad_id_of, trained_length
 from transformer_attention.training.checkpoint import load_module
 
 
@@ -41,11 +41,12 @@ def measure(ckpt: str, data: Path, texts: int) -> dict:
     seconds = {"decompx": 0.0, "decompx_paper": 0.0}
     for row in rows:
         ids = torch.tensor([list(row)])
+        mask = ids != pad_id_of(net)
         start = time.perf_counter()
-        decompx(net, ids, ids != tok.token_to_id("[PAD]"))
+        decompx(net, ids, mask)
         seconds["decompx"] += time.perf_counter() - start
         start = time.perf_counter()
-        paper = decompx_paper(net, ids, ids != tok.token_to_id("[PAD]"))
+        paper = decompx_paper(net, ids, mask)
         seconds["decompx_paper"] += time.perf_counter() - start
         gap = (paper.tokens.sum(1) + paper.unshared - paper.logits).abs().max()
         error = max(error, float(gap))

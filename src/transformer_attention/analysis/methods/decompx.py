@@ -101,14 +101,22 @@ def word_shares(found: Decomposition) -> torch.Tensor:
     return shared_by_words(found.tokens.clone(), parts)
 
 
+def ngram_shares(part: torch.Tensor, n: int) -> tuple[torch.Tensor, range]:
+    """`part` (B, T, ...), what the n-gram ending at each position holds, as each of its real words' equal share
+    (B, T, ...) (the n-gram ending at t is the words t - n + 1 .. t; those before position 0 are stand-ins and take
+    none), and the offsets `back` of its words: the word at t - back takes share[:, t]."""
+    T = part.shape[1]
+    count = torch.clamp(torch.arange(T, device=part.device) + 1, max=n).to(part.dtype)  # (T,) real words in each
+    return part / count.view(1, T, *[1] * (part.dim() - 2)), range(min(n, T))
+
+
 def shared_by_words(out: torch.Tensor, parts: list[tuple[int, torch.Tensor]]) -> torch.Tensor:
     """`out` (B, T, C) plus, for each (n, part) of `parts`, `part` (B, T, C), the n-grams ending at each position,
     shared equally by the words of each n-gram (in place; returns `out`)."""
     T = out.shape[1]
     for n, part in parts:
-        count = torch.clamp(torch.arange(T, device=out.device) + 1, max=n).to(out.dtype)  # (T,) real words in each
-        share = part / count[None, :, None]
-        for back in range(min(n, T)):  # the word `back` places before the n-gram's end (none before position 0)
+        share, backs = ngram_shares(part, n)
+        for back in backs:  # the word `back` places before the n-gram's end
             out[:, : T - back] += share[:, back:]
     return out
 

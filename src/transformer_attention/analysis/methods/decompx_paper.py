@@ -42,7 +42,7 @@ from ..passes import Passes
 from . import Explanation, Method, Options, register
 from ._forward import Trace, encoder_layers, run, secant_slope
 from ._inputs import checked
-from .decompx import shared_by_words
+from .decompx import ngram_shares, shared_by_words
 
 CHUNK = 2**24  # numbers of the feed-forward block held at once: 128 MiB of float64
 
@@ -138,18 +138,16 @@ def decompx_paper(
 
 def first_parts(trace: Trace) -> Tensor:
     """(B, T, K, D): what each token is of each position's input x0. Token t has its word and position vectors at
-    t, and an equal share of every n-gram vector it is part of, at the position where the n-gram ends (the n-gram
-    ending at t is made of the words at t - n + 1 .. t, those before position 0 being stand-ins, as decompx's
-    word_shares counts them); summed over the tokens, each position's input."""
+    t, and an equal share of every n-gram vector it is part of, at the position where the n-gram ends (decompx's
+    `ngram_shares`, as its word_shares counts them); summed over the tokens, each position's input."""
     B, T, D = trace.x0.shape
     parts = trace.x0.new_zeros(B, T, T + 1, D)
     parts[:, range(T), range(T)] = trace.words + trace.positions
     for n, grams in enumerate(trace.ngrams, start=2):
-        count = torch.clamp(torch.arange(T, device=grams.device) + 1, max=n).to(grams.dtype)  # real words in each
-        share = grams / count[None, :, None]
-        for back in range(min(n, T)):  # the word `back` places before the n-gram's end
+        share, backs = ngram_shares(grams, n)
+        for back in backs:  # the word `back` places before the n-gram's end
             ends = torch.arange(back, T, device=grams.device)
-            parts[:, ends, ends - back] += share[:, ends]
+            parts[:, ends, ends - back] += share[:, back:]
     return parts
 
 
